@@ -1,0 +1,1 @@
+"""ragtrace's private implementation. Nothing here is public API: import from ``ragtrace``."""

@@ -1,0 +1,189 @@
+"""Retriever results of any common shape -> one chunk record.
+
+Retrievers return dicts, ``(doc, score)`` tuples, LangChain ``Document`` objects, LlamaIndex
+``NodeWithScore`` objects or plain strings. Everything downstream (assembly, citations, figures,
+attributes) works on ``Chunk`` records only, so shape handling lives here and nowhere else.
+Items that can't be understood are counted, never raised on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+IdOf = Callable[[Any], Any]
+ContentOf = Callable[[Any], Any]
+ScoreOf = Callable[[Any], Any]
+
+_ID_KEYS = ("id", "chunk_id", "doc_id", "document_id", "node_id", "id_", "_id", "uuid")
+_CONTENT_KEYS = ("content", "text", "page_content", "document", "chunk", "body", "page")
+_SCORE_KEYS = ("score", "relevance_score", "similarity", "_score")
+_DISTANCE_KEYS = ("distance", "_distance")
+_METADATA_KEYS = ("metadata", "meta", "extra_info")
+_TOKEN_KEYS = ("tokens", "token_count", "n_tokens")
+
+
+@dataclass(slots=True)
+class Chunk:
+    """One retrieved (or reranked, or placed) chunk.
+
+    ``rank`` is 1-based within the retrieval that produced it. ``score`` is whatever the retriever
+    returned (a distance when only a distance was given: rank order, not the score, is what the
+    figures rely on), or ``None`` when absent or not a finite number.
+    """
+
+    id: str
+    rank: int
+    score: float | None = None
+    content: str | None = None
+    metadata: Mapping[str, Any] | None = None
+    tokens: int | None = None
+    content_hash: str | None = field(default=None, repr=False)
+
+
+@dataclass(slots=True)
+class Normalized:
+    """The result of normalising a batch of retriever results."""
+
+    chunks: list[Chunk]
+    unreadable: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Accessors:
+    """User overrides for shapes ragtrace doesn't know (``id_of=``, ``content_of=``, ``score_of=``)."""
+
+    id_of: IdOf | None = None
+    content_of: ContentOf | None = None
+    score_of: ScoreOf | None = None
+
+
+NO_ACCESSORS = Accessors()
+
+
+def content_hash(text: str) -> str:
+    """Short stable hash of chunk text: the id of id-less chunks and the duplicate key."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
+def normalize(items: Any, accessors: Accessors = NO_ACCESSORS, *, start_rank: int = 1) -> Normalized:
+    """Normalise an iterable of results into ranked chunks; non-iterables count as one item."""
+    if items is None:
+        return Normalized([])
+    if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
+        items = (items,)
+    chunks: list[Chunk] = []
+    unreadable = 0
+    for item in items:
+        chunk = to_chunk(item, start_rank + len(chunks), accessors)
+        if chunk is None:
+            unreadable += 1
+        else:
+            chunks.append(chunk)
+    return Normalized(chunks, unreadable)
+
+
+def to_chunk(item: Any, rank: int, accessors: Accessors = NO_ACCESSORS) -> Chunk | None:
+    """One result -> a ``Chunk``, or ``None`` when it has neither an id nor text."""
+    if isinstance(item, Chunk):
+        return item
+    score: Any = None
+    # (doc, score) tuples and LlamaIndex NodeWithScore(node, score)
+    if isinstance(item, tuple) and len(item) == 2 and _is_number(item[1]):
+        item, score = item
+    elif not isinstance(item, Mapping) and hasattr(item, "node") and hasattr(item, "score"):
+        score = getattr(item, "score", None)
+        item = item.node
+
+    raw_id = accessors.id_of(item) if accessors.id_of else _field(item, _ID_KEYS)
+    raw_content = accessors.content_of(item) if accessors.content_of else _content(item)
+    if accessors.score_of:
+        score = accessors.score_of(item)
+    elif score is None:
+        score = _field(item, _SCORE_KEYS)
+        if score is None:
+            score = _field(item, _DISTANCE_KEYS)
+    metadata = _metadata(item)
+    if raw_id is None and metadata is not None:
+        raw_id = _field(metadata, _ID_KEYS)
+
+    text = _text(raw_content)
+    digest = content_hash(text) if text is not None else None
+    chunk_id = _text(raw_id)
+    if not chunk_id:
+        if digest is None:
+            return None
+        chunk_id = digest
+    tokens = _field(item, _TOKEN_KEYS)
+    return Chunk(
+        id=chunk_id,
+        rank=rank,
+        score=_finite(score),
+        content=text,
+        metadata=metadata,
+        tokens=tokens if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0 else None,
+        content_hash=digest,
+    )
+
+
+def _field(item: Any, keys: tuple[str, ...]) -> Any:
+    if isinstance(item, Mapping):
+        for key in keys:
+            value = item.get(key)
+            if value is not None:
+                return value
+        return None
+    if isinstance(item, (str, bytes, int, float)):
+        return None
+    for key in keys:
+        value = getattr(item, key, None)
+        if value is not None and not callable(value):
+            return value
+    return None
+
+
+def _content(item: Any) -> Any:
+    if isinstance(item, (str, bytes)):
+        return item
+    value = _field(item, _CONTENT_KEYS)
+    if value is None and not isinstance(item, Mapping):
+        get_content = getattr(item, "get_content", None)  # LlamaIndex nodes
+        if callable(get_content):
+            value = get_content()
+    return value
+
+
+def _metadata(item: Any) -> Mapping[str, Any] | None:
+    value = _field(item, _METADATA_KEYS)
+    return value if isinstance(value, Mapping) else None
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, (Mapping, list, tuple, set)):
+        return None  # structures are not text; never guess via repr()
+    return str(value)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _finite(value: Any) -> float | None:
+    if not _is_number(value):
+        try:
+            value = float(value)  # numpy floats, Decimals
+        except (TypeError, ValueError, OverflowError):
+            return None
+    value = float(value)
+    return value if math.isfinite(value) else None

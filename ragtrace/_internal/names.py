@@ -1,0 +1,321 @@
+"""Every span name, attribute key, event name and enum value ragtrace emits.
+
+This is the only module that spells attribute names out. ``docs/attributes.md`` is generated from
+the ``ATTRIBUTES`` table at the bottom, and a test fails when the two drift.
+
+Three vocabularies are emitted side by side:
+
+* OpenTelemetry GenAI (``gen_ai.*``), newest 2026 shape (``gen_ai.retrieval.top_k`` as an int,
+  ``gen_ai.provider.name``). The ``opentelemetry-semantic-conventions`` package still carries the
+  v1.41 names, so they are kept here instead of imported.
+* ragtrace's own ``rag.*`` namespace: ids, scores, positions, figures.
+* OpenInference (``openinference.*``, ``input.value``, ``retrieval.documents.{i}.*``...), which
+  Phoenix and other OpenInference tools read.
+"""
+
+from __future__ import annotations
+
+from typing import Final, NamedTuple
+
+# --- stages -----------------------------------------------------------------------------------
+STAGE_PIPELINE: Final = "pipeline"
+STAGE_EMBED: Final = "embed"
+STAGE_RETRIEVE: Final = "retrieve"
+STAGE_RERANK: Final = "rerank"
+STAGE_ASSEMBLE: Final = "assemble"
+STAGE_GENERATE: Final = "generate"
+
+# gen_ai.operation.name values. "rerank" is a custom value (no OTel rerank operation exists yet).
+OP_WORKFLOW: Final = "invoke_workflow"
+OP_EMBEDDINGS: Final = "embeddings"
+OP_RETRIEVAL: Final = "retrieval"
+OP_RERANK: Final = "rerank"
+OP_CHAT: Final = "chat"
+# The assemble span has no GenAI operation; this is its span name.
+ASSEMBLE_SPAN_NAME: Final = "assemble_context"
+
+# --- OpenTelemetry general / GenAI ------------------------------------------------------------
+ERROR_TYPE: Final = "error.type"
+GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
+GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
+GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
+GEN_AI_RESPONSE_MODEL: Final = "gen_ai.response.model"
+GEN_AI_RESPONSE_ID: Final = "gen_ai.response.id"
+GEN_AI_RESPONSE_FINISH_REASONS: Final = "gen_ai.response.finish_reasons"
+GEN_AI_REQUEST_TEMPERATURE: Final = "gen_ai.request.temperature"
+GEN_AI_REQUEST_MAX_TOKENS: Final = "gen_ai.request.max_tokens"
+GEN_AI_REQUEST_STREAM: Final = "gen_ai.request.stream"
+GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
+GEN_AI_WORKFLOW_NAME: Final = "gen_ai.workflow.name"
+GEN_AI_DATA_SOURCE_ID: Final = "gen_ai.data_source.id"
+GEN_AI_RETRIEVAL_TOP_K: Final = "gen_ai.retrieval.top_k"
+GEN_AI_RETRIEVAL_QUERY_TEXT: Final = "gen_ai.retrieval.query.text"
+GEN_AI_RETRIEVAL_DOCUMENTS: Final = "gen_ai.retrieval.documents"
+GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
+GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
+GEN_AI_EMBEDDINGS_DIMENSION_COUNT: Final = "gen_ai.embeddings.dimension.count"
+GEN_AI_INPUT_MESSAGES: Final = "gen_ai.input.messages"
+GEN_AI_OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
+GEN_AI_SYSTEM_INSTRUCTIONS: Final = "gen_ai.system_instructions"
+# gen_ai.evaluation.result event (one per proxy, on the root span).
+GEN_AI_EVALUATION_RESULT: Final = "gen_ai.evaluation.result"
+GEN_AI_EVALUATION_NAME: Final = "gen_ai.evaluation.name"
+GEN_AI_EVALUATION_SCORE_VALUE: Final = "gen_ai.evaluation.score.value"
+GEN_AI_EVALUATION_SCORE_LABEL: Final = "gen_ai.evaluation.score.label"
+
+# --- ragtrace: common -------------------------------------------------------------------------
+RAG_STAGE: Final = "rag.stage"
+RAG_PIPELINE_ATTRIBUTE_PREFIX: Final = "rag.pipeline."  # rag_pipeline(name, version="v2") -> rag.pipeline.version
+RAG_QUERY_ID: Final = "rag.query.id"
+RAG_QUERY_HASH: Final = "rag.query.hash"
+RAG_CONTENT_MODE: Final = "rag.content_mode"
+RAG_UNREADABLE_ITEMS: Final = "rag.unreadable_items"
+
+# --- ragtrace: retrieval ----------------------------------------------------------------------
+RAG_RETRIEVAL_CHUNK_IDS: Final = "rag.retrieval.chunk_ids"
+RAG_RETRIEVAL_SCORES: Final = "rag.retrieval.scores"
+RAG_RETRIEVAL_RANKS: Final = "rag.retrieval.ranks"
+RAG_RETRIEVAL_CHUNK_TOKENS: Final = "rag.retrieval.chunk_tokens"
+RAG_RETRIEVAL_CONTENT_HASHES: Final = "rag.retrieval.content_hashes"
+RAG_RETRIEVAL_RESULT_COUNT: Final = "rag.retrieval.result_count"
+RAG_RETRIEVAL_TOP_SCORE: Final = "rag.retrieval.top_score"
+
+# --- ragtrace: rerank -------------------------------------------------------------------------
+RAG_RERANK_TOP_N: Final = "rag.rerank.top_n"
+RAG_RERANK_INPUT_COUNT: Final = "rag.rerank.input_count"
+RAG_RERANK_OUTPUT_COUNT: Final = "rag.rerank.output_count"
+RAG_RERANK_INPUT_IDS: Final = "rag.rerank.input_ids"
+RAG_RERANK_OUTPUT_IDS: Final = "rag.rerank.output_ids"
+RAG_RERANK_OUTPUT_SCORES: Final = "rag.rerank.output_scores"
+
+# --- ragtrace: context assembly ---------------------------------------------------------------
+RAG_CONTEXT_INCLUSION_METHOD: Final = "rag.context.inclusion_method"
+RAG_CONTEXT_CHUNK_IDS: Final = "rag.context.chunk_ids"
+RAG_CONTEXT_POSITIONS: Final = "rag.context.positions"
+RAG_CONTEXT_LABELS: Final = "rag.context.labels"
+RAG_CONTEXT_CHAR_STARTS: Final = "rag.context.char_starts"
+RAG_CONTEXT_CHAR_ENDS: Final = "rag.context.char_ends"
+RAG_CONTEXT_MESSAGE_INDEXES: Final = "rag.context.message_indexes"
+RAG_CONTEXT_CHUNK_TOKENS: Final = "rag.context.chunk_tokens"
+RAG_CONTEXT_TRUNCATED: Final = "rag.context.truncated"
+RAG_CONTEXT_TRUNCATED_COUNT: Final = "rag.context.truncated_count"
+RAG_CONTEXT_TOTAL_TOKENS: Final = "rag.context.total_tokens"
+RAG_CONTEXT_MAX_TOKENS: Final = "rag.context.max_tokens"
+RAG_CONTEXT_DROPPED_IDS: Final = "rag.context.dropped_ids"
+RAG_CONTEXT_DROPPED_REASONS: Final = "rag.context.dropped_reasons"
+RAG_CONTEXT_CONTENT_HASHES: Final = "rag.context.content_hashes"
+
+INCLUSION_RECORDED: Final = "recorded"
+INCLUSION_LOCATED: Final = "located"
+
+DROP_OVER_BUDGET: Final = "over_budget"
+DROP_DUPLICATE: Final = "duplicate"
+DROP_FILTERED: Final = "filtered"
+DROP_RERANKED_OUT: Final = "reranked_out"
+DROP_NOT_FOUND: Final = "not_found"  # "located" assembly: the chunk text was not found in the prompt
+
+# --- ragtrace: generation and citations -------------------------------------------------------
+RAG_GENERATION_ROLE: Final = "rag.generation.role"
+ROLE_ANSWER: Final = "answer"
+RAG_CITATION_IDS: Final = "rag.citation.ids"
+RAG_CITATION_VALID_COUNT: Final = "rag.citation.valid_count"
+RAG_CITATION_INVALID_COUNT: Final = "rag.citation.invalid_count"
+RAG_CITATION_INVALID_LABELS: Final = "rag.citation.invalid_labels"
+RAG_CITATION_FORMAT: Final = "rag.citation.format"
+RAG_CITATION_CONFORMANT: Final = "rag.citation.conformant"
+
+CITATION_FORMAT_JSON: Final = "json"
+CITATION_FORMAT_INLINE: Final = "inline"
+CITATION_FORMAT_NONE: Final = "none"
+
+# --- ragtrace: per-trace figures (keys of run.metrics; span attributes under rag.metrics.) ------
+RAG_METRICS_PREFIX: Final = "rag.metrics."
+RAG_METRICS_STATUS: Final = "rag.metrics.status"
+METRIC_RETRIEVED: Final = "retrieved"
+METRIC_IN_CONTEXT: Final = "in_context"
+METRIC_CITED: Final = "cited"
+METRIC_INVALID_CITATIONS: Final = "invalid_citations"
+METRIC_CONTEXT_PRECISION: Final = "context_precision"
+METRIC_RECALL_PROXY: Final = "recall_proxy"
+METRIC_RECALL_PROXY_WEIGHTED: Final = "recall_proxy_weighted"
+METRIC_CONTEXT_UTILIZATION: Final = "context_utilization"
+METRIC_WASTED_CONTEXT_TOKENS: Final = "wasted_context_tokens"
+METRIC_DUPLICATE_CHUNKS: Final = "duplicate_chunks"
+METRIC_CITED_POSITIONS: Final = "cited_positions"
+# The ratios in [0, 1]; these are also emitted as gen_ai.evaluation.result events.
+PROXY_METRICS: Final = (
+    METRIC_CONTEXT_PRECISION,
+    METRIC_RECALL_PROXY,
+    METRIC_RECALL_PROXY_WEIGHTED,
+    METRIC_CONTEXT_UTILIZATION,
+)
+ALL_METRICS: Final = (
+    METRIC_RETRIEVED,
+    METRIC_IN_CONTEXT,
+    METRIC_CITED,
+    METRIC_INVALID_CITATIONS,
+    *PROXY_METRICS,
+    METRIC_WASTED_CONTEXT_TOKENS,
+    METRIC_DUPLICATE_CHUNKS,
+    METRIC_CITED_POSITIONS,
+)
+EVALUATION_NAME_PREFIX: Final = "ragtrace."  # gen_ai.evaluation.name = "ragtrace.recall_proxy"
+
+
+def metric_attribute(metric: str) -> str:
+    """The span attribute that carries a figure: ``recall_proxy`` -> ``rag.metrics.recall_proxy``."""
+    return RAG_METRICS_PREFIX + metric
+
+
+# --- OpenInference ----------------------------------------------------------------------------
+OI_SPAN_KIND: Final = "openinference.span.kind"
+OI_KIND_CHAIN: Final = "CHAIN"
+OI_KIND_EMBEDDING: Final = "EMBEDDING"
+OI_KIND_RETRIEVER: Final = "RETRIEVER"
+OI_KIND_RERANKER: Final = "RERANKER"
+OI_KIND_PROMPT: Final = "PROMPT"
+OI_KIND_LLM: Final = "LLM"
+OI_INPUT_VALUE: Final = "input.value"
+OI_INPUT_MIME_TYPE: Final = "input.mime_type"
+OI_OUTPUT_VALUE: Final = "output.value"
+OI_OUTPUT_MIME_TYPE: Final = "output.mime_type"
+OI_EMBEDDING_MODEL_NAME: Final = "embedding.model_name"
+OI_LLM_MODEL_NAME: Final = "llm.model_name"
+OI_LLM_PROVIDER: Final = "llm.provider"
+OI_LLM_TOKEN_COUNT_PROMPT: Final = "llm.token_count.prompt"
+OI_LLM_TOKEN_COUNT_COMPLETION: Final = "llm.token_count.completion"
+OI_LLM_TOKEN_COUNT_TOTAL: Final = "llm.token_count.total"
+OI_LLM_INPUT_MESSAGES: Final = "llm.input_messages"  # .{i}.message.role / .message.content
+OI_LLM_OUTPUT_MESSAGES: Final = "llm.output_messages"
+OI_MESSAGE_ROLE: Final = "message.role"
+OI_MESSAGE_CONTENT: Final = "message.content"
+OI_RETRIEVAL_DOCUMENTS: Final = "retrieval.documents"  # .{i}.document.id / .score / .content
+OI_RERANKER_INPUT_DOCUMENTS: Final = "reranker.input_documents"
+OI_RERANKER_OUTPUT_DOCUMENTS: Final = "reranker.output_documents"
+OI_RERANKER_QUERY: Final = "reranker.query"
+OI_RERANKER_MODEL_NAME: Final = "reranker.model_name"
+OI_RERANKER_TOP_K: Final = "reranker.top_k"
+OI_DOCUMENT_ID: Final = "document.id"
+OI_DOCUMENT_SCORE: Final = "document.score"
+OI_DOCUMENT_CONTENT: Final = "document.content"
+OI_TRACE_EVALUATIONS: Final = "trace.evaluations"  # .{i}.evaluation.name / .score / .label
+OI_EVALUATION_NAME: Final = "evaluation.name"
+OI_EVALUATION_SCORE: Final = "evaluation.score"
+OI_EVALUATION_LABEL: Final = "evaluation.label"
+MIME_TEXT: Final = "text/plain"
+MIME_JSON: Final = "application/json"
+
+
+def indexed(prefix: str, index: int, suffix: str) -> str:
+    """OpenInference's flattened list keys: ``retrieval.documents`` + 0 + ``document.id``."""
+    return f"{prefix}.{index}.{suffix}"
+
+
+# --- the attribute reference ------------------------------------------------------------------
+class AttributeInfo(NamedTuple):
+    """One row of the attribute reference (docs/attributes.md is generated from these)."""
+
+    key: str
+    type: str
+    stages: str
+    content: bool  # True: carries user content, governed by the content policy
+    description: str
+
+
+_ALL = "all"
+ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
+    AttributeInfo(GEN_AI_OPERATION_NAME, "string", "all but assemble", False, "GenAI operation: invoke_workflow, embeddings, retrieval, rerank (custom), chat."),
+    AttributeInfo(GEN_AI_PROVIDER_NAME, "string", "embed, rerank, generate", False, "Model provider, e.g. openai or local."),
+    AttributeInfo(GEN_AI_REQUEST_MODEL, "string", "embed, rerank, generate", False, "Requested model name."),
+    AttributeInfo(GEN_AI_RESPONSE_MODEL, "string", "generate", False, "Model name reported by the response."),
+    AttributeInfo(GEN_AI_RESPONSE_ID, "string", "generate", False, "Response id from an OpenAI-style completion."),
+    AttributeInfo(GEN_AI_RESPONSE_FINISH_REASONS, "string[]", "generate", False, "Finish reasons of the choices."),
+    AttributeInfo(GEN_AI_REQUEST_TEMPERATURE, "double", "generate", False, "Sampling temperature, when given."),
+    AttributeInfo(GEN_AI_REQUEST_MAX_TOKENS, "int", "generate", False, "Output token cap, when given."),
+    AttributeInfo(GEN_AI_REQUEST_STREAM, "boolean", "generate", False, "True when the output was streamed."),
+    AttributeInfo(GEN_AI_WORKFLOW_NAME, "string", "pipeline", False, "The rag_pipeline name."),
+    AttributeInfo(GEN_AI_DATA_SOURCE_ID, "string", "retrieve", False, "Data source (index, collection) searched."),
+    AttributeInfo(GEN_AI_RETRIEVAL_TOP_K, "int", "retrieve", False, "How many documents the retriever was asked for."),
+    AttributeInfo(GEN_AI_RETRIEVAL_QUERY_TEXT, "string", "retrieve", True, "The retrieval query."),
+    AttributeInfo(GEN_AI_RETRIEVAL_DOCUMENTS, "string (JSON)", "retrieve", False, "Compact JSON [{id, score}] in rank order; never content."),
+    AttributeInfo(GEN_AI_USAGE_INPUT_TOKENS, "int", "embed, generate", False, "Input tokens."),
+    AttributeInfo(GEN_AI_USAGE_OUTPUT_TOKENS, "int", "generate", False, "Output tokens."),
+    AttributeInfo(GEN_AI_EMBEDDINGS_DIMENSION_COUNT, "int", "embed", False, "Embedding dimensions."),
+    AttributeInfo(GEN_AI_INPUT_MESSAGES, "string (JSON)", "generate", True, "Prompt as GenAI input messages."),
+    AttributeInfo(GEN_AI_OUTPUT_MESSAGES, "string (JSON)", "generate", True, "Completion as GenAI output messages."),
+    AttributeInfo(ERROR_TYPE, "string", _ALL, False, "Exception type name when the stage failed."),
+    AttributeInfo(RAG_STAGE, "string", _ALL, False, "pipeline, embed, retrieve, rerank, assemble or generate."),
+    AttributeInfo(RAG_PIPELINE_ATTRIBUTE_PREFIX + "<key>", "any primitive", "pipeline", False, "Extra keyword arguments of rag_pipeline (version, route...)."),
+    AttributeInfo(RAG_QUERY_ID, "string", "pipeline", False, "Caller-supplied query id, for golden-set eval."),
+    AttributeInfo(RAG_QUERY_HASH, "string", "pipeline", False, "sha256 prefix of the normalised query: joins golden sets under redaction."),
+    AttributeInfo(RAG_CONTENT_MODE, "string", "pipeline", False, "Content policy in force: full, redact or hash."),
+    AttributeInfo(RAG_UNREADABLE_ITEMS, "int", "retrieve, rerank, assemble", False, "Result items ragtrace could not understand (skipped, warned)."),
+    AttributeInfo(RAG_RETRIEVAL_CHUNK_IDS, "string[]", "retrieve", False, "Chunk ids in rank order."),
+    AttributeInfo(RAG_RETRIEVAL_SCORES, "double[]", "retrieve", False, "Scores aligned with chunk_ids (NaN when absent)."),
+    AttributeInfo(RAG_RETRIEVAL_RANKS, "int[]", "retrieve", False, "1-based ranks aligned with chunk_ids."),
+    AttributeInfo(RAG_RETRIEVAL_CHUNK_TOKENS, "int[]", "retrieve", False, "Token counts aligned with chunk_ids."),
+    AttributeInfo(RAG_RETRIEVAL_CONTENT_HASHES, "string[]", "retrieve", False, "hash mode only: short content hash per chunk."),
+    AttributeInfo(RAG_RETRIEVAL_RESULT_COUNT, "int", "retrieve", False, "Number of results."),
+    AttributeInfo(RAG_RETRIEVAL_TOP_SCORE, "double", "retrieve", False, "Best score (absent when no scores)."),
+    AttributeInfo(RAG_RERANK_TOP_N, "int", "rerank", False, "How many results the reranker keeps."),
+    AttributeInfo(RAG_RERANK_INPUT_COUNT, "int", "rerank", False, "Candidates in."),
+    AttributeInfo(RAG_RERANK_OUTPUT_COUNT, "int", "rerank", False, "Results out."),
+    AttributeInfo(RAG_RERANK_INPUT_IDS, "string[]", "rerank", False, "Candidate ids."),
+    AttributeInfo(RAG_RERANK_OUTPUT_IDS, "string[]", "rerank", False, "Kept ids in new order."),
+    AttributeInfo(RAG_RERANK_OUTPUT_SCORES, "double[]", "rerank", False, "Rerank scores aligned with output_ids."),
+    AttributeInfo(RAG_CONTEXT_INCLUSION_METHOD, "string", "assemble", False, "recorded (ragtrace placed the chunks) or located (found in a user-built prompt)."),
+    AttributeInfo(RAG_CONTEXT_CHUNK_IDS, "string[]", "assemble", False, "In-context chunk ids in prompt order."),
+    AttributeInfo(RAG_CONTEXT_POSITIONS, "int[]", "assemble", False, "1-based prompt positions aligned with chunk_ids."),
+    AttributeInfo(RAG_CONTEXT_LABELS, "string[]", "assemble", False, "Label the model sees for each chunk, e.g. [1]."),
+    AttributeInfo(RAG_CONTEXT_CHAR_STARTS, "int[]", "assemble", False, "Start offset of each chunk in the prompt (or its message)."),
+    AttributeInfo(RAG_CONTEXT_CHAR_ENDS, "int[]", "assemble", False, "End offset (exclusive)."),
+    AttributeInfo(RAG_CONTEXT_MESSAGE_INDEXES, "int[]", "assemble", False, "Chat prompts: index of the message holding each chunk."),
+    AttributeInfo(RAG_CONTEXT_CHUNK_TOKENS, "int[]", "assemble", False, "Tokens of each chunk as placed."),
+    AttributeInfo(RAG_CONTEXT_TRUNCATED, "boolean[]", "assemble", False, "Whether each chunk was cut to fit."),
+    AttributeInfo(RAG_CONTEXT_TRUNCATED_COUNT, "int", "assemble", False, "How many chunks were cut."),
+    AttributeInfo(RAG_CONTEXT_TOTAL_TOKENS, "int", "assemble", False, "Context tokens placed."),
+    AttributeInfo(RAG_CONTEXT_MAX_TOKENS, "int", "assemble", False, "The token budget."),
+    AttributeInfo(RAG_CONTEXT_DROPPED_IDS, "string[]", "assemble", False, "Chunks that did not land."),
+    AttributeInfo(RAG_CONTEXT_DROPPED_REASONS, "string[]", "assemble", False, "over_budget, duplicate, filtered, reranked_out, not_found or a user reason."),
+    AttributeInfo(RAG_CONTEXT_CONTENT_HASHES, "string[]", "assemble", False, "hash mode only: content hash per placed chunk."),
+    AttributeInfo(RAG_GENERATION_ROLE, "string", "generate", False, "answer, or another role (rewrite, grader...) left out of the figures."),
+    AttributeInfo(RAG_CITATION_IDS, "string[]", "generate", False, "Validly cited chunk ids, first-cited first."),
+    AttributeInfo(RAG_CITATION_VALID_COUNT, "int", "generate", False, "Citations that match an in-context chunk."),
+    AttributeInfo(RAG_CITATION_INVALID_COUNT, "int", "generate", False, "Citations that point at nothing in context."),
+    AttributeInfo(RAG_CITATION_INVALID_LABELS, "string[]", "generate", False, "The labels of invalid citations."),
+    AttributeInfo(RAG_CITATION_FORMAT, "string", "generate", False, "json, inline or none."),
+    AttributeInfo(RAG_CITATION_CONFORMANT, "boolean", "generate", False, "False when the answer has no parseable citation."),
+    AttributeInfo(RAG_METRICS_STATUS, "string", "pipeline, generate", False, "Why figures are missing (absent when all were measured)."),
+    AttributeInfo(metric_attribute(METRIC_RETRIEVED), "int", "pipeline, generate", False, "|R|: unique retrieved chunks."),
+    AttributeInfo(metric_attribute(METRIC_IN_CONTEXT), "int", "pipeline, generate", False, "|C|: in-context chunks."),
+    AttributeInfo(metric_attribute(METRIC_CITED), "int", "pipeline, generate", False, "|K|: validly cited chunks."),
+    AttributeInfo(metric_attribute(METRIC_INVALID_CITATIONS), "int", "pipeline, generate", False, "Citations matching no in-context chunk."),
+    AttributeInfo(metric_attribute(METRIC_CONTEXT_PRECISION), "double", "pipeline, generate", False, "|C| / |R|."),
+    AttributeInfo(metric_attribute(METRIC_RECALL_PROXY), "double", "pipeline, generate", False, "|K ∩ R| / |R|."),
+    AttributeInfo(metric_attribute(METRIC_RECALL_PROXY_WEIGHTED), "double", "pipeline, generate", False, "Σ 1/rank over cited ÷ Σ 1/rank over retrieved."),
+    AttributeInfo(metric_attribute(METRIC_CONTEXT_UTILIZATION), "double", "pipeline, generate", False, "|K ∩ C| / |C|."),
+    AttributeInfo(metric_attribute(METRIC_WASTED_CONTEXT_TOKENS), "int", "pipeline, generate", False, "Tokens of in-context chunks never cited."),
+    AttributeInfo(metric_attribute(METRIC_DUPLICATE_CHUNKS), "int", "pipeline, generate", False, "Same id twice or same content under two ids."),
+    AttributeInfo(metric_attribute(METRIC_CITED_POSITIONS), "int[]", "pipeline, generate", False, "Prompt positions of cited chunks (lost-in-the-middle signal)."),
+    AttributeInfo(OI_SPAN_KIND, "string", _ALL, False, "CHAIN, EMBEDDING, RETRIEVER, RERANKER, PROMPT or LLM."),
+    AttributeInfo(OI_INPUT_VALUE, "string", _ALL, True, "Stage input (query, prompt)."),
+    AttributeInfo(OI_INPUT_MIME_TYPE, "string", _ALL, False, "text/plain or application/json."),
+    AttributeInfo(OI_OUTPUT_VALUE, "string", _ALL, True, "Stage output (answer, prompt)."),
+    AttributeInfo(OI_OUTPUT_MIME_TYPE, "string", _ALL, False, "text/plain or application/json."),
+    AttributeInfo(OI_EMBEDDING_MODEL_NAME, "string", "embed", False, "Embedding model."),
+    AttributeInfo(OI_LLM_MODEL_NAME, "string", "generate", False, "LLM model."),
+    AttributeInfo(OI_LLM_PROVIDER, "string", "generate", False, "LLM provider."),
+    AttributeInfo(OI_LLM_TOKEN_COUNT_PROMPT, "int", "embed, generate", False, "Prompt tokens."),
+    AttributeInfo(OI_LLM_TOKEN_COUNT_COMPLETION, "int", "generate", False, "Completion tokens."),
+    AttributeInfo(OI_LLM_TOKEN_COUNT_TOTAL, "int", "embed, generate", False, "Total tokens."),
+    AttributeInfo(OI_LLM_INPUT_MESSAGES + ".{i}.message.{role,content}", "string", "generate", True, "Chat prompt messages (role is kept under redaction)."),
+    AttributeInfo(OI_LLM_OUTPUT_MESSAGES + ".{i}.message.{role,content}", "string", "generate", True, "Completion messages."),
+    AttributeInfo(OI_RETRIEVAL_DOCUMENTS + ".{i}.document.{id,score}", "string, double", "retrieve", False, "Retrieved documents in rank order (capped)."),
+    AttributeInfo(OI_RETRIEVAL_DOCUMENTS + ".{i}.document.content", "string", "retrieve", True, "Retrieved document text."),
+    AttributeInfo(OI_RERANKER_INPUT_DOCUMENTS + ".{i}.document.{id,score,content}", "mixed", "rerank", True, "Rerank candidates (content governed by policy)."),
+    AttributeInfo(OI_RERANKER_OUTPUT_DOCUMENTS + ".{i}.document.{id,score,content}", "mixed", "rerank", True, "Rerank results (content governed by policy)."),
+    AttributeInfo(OI_RERANKER_QUERY, "string", "rerank", True, "Rerank query."),
+    AttributeInfo(OI_RERANKER_MODEL_NAME, "string", "rerank", False, "Rerank model."),
+    AttributeInfo(OI_RERANKER_TOP_K, "int", "rerank", False, "Rerank top_n."),
+    AttributeInfo(OI_TRACE_EVALUATIONS + ".{i}.evaluation.{name,score,label}", "string, double", "pipeline", False, "The per-trace proxies for OpenInference tools."),
+)
