@@ -1,3 +1,194 @@
-"""ragtrace: drop-in OpenTelemetry instrumentation for RAG pipelines."""
+"""ragtrace: drop-in OpenTelemetry instrumentation for retrieval-augmented generation.
 
-__all__: list[str] = []
+Stage spans (embed, retrieve, rerank, assemble, generate) inside a ``rag_pipeline`` root, exact
+context inclusion recorded while the prompt is built, citations parsed from the answer, and
+per-trace recall proxies attached to the spans before export. See README.md and docs/.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from opentelemetry import trace as _trace
+
+from ._internal import names as _names
+from ._internal.assembly import ContextRecord, Labeller
+from ._internal.chunks import Accessors as _Accessors
+from ._internal.chunks import Chunk
+from ._internal.citations import CitationPattern, CitationResult, parse_citations
+from ._internal.config import configure
+from ._internal.decorators import assembler, embedder, generator, reranker, retriever
+from ._internal.pipeline import RagPipeline
+from ._internal.redaction import Redactor
+from ._internal.stages import Assemble, Embed, Generate, Rerank, Retrieve
+from ._internal.tokens import SimpleTokenizer, TiktokenTokenizer, Tokenizer
+
+__all__ = [
+    "configure",
+    "rag_pipeline",
+    "embed",
+    "retrieve",
+    "rerank",
+    "assemble",
+    "generate",
+    "embedder",
+    "retriever",
+    "reranker",
+    "assembler",
+    "generator",
+    "parse_citations",
+    "Chunk",
+    "CitationResult",
+    "ContextRecord",
+    "RagPipeline",
+    "Embed",
+    "Retrieve",
+    "Rerank",
+    "Assemble",
+    "Generate",
+    "Tokenizer",
+    "SimpleTokenizer",
+    "TiktokenTokenizer",
+]
+
+_Provider = _trace.TracerProvider
+
+
+def rag_pipeline(
+    name: str,
+    *,
+    query: str | None = None,
+    query_id: str | None = None,
+    tracer_provider: _Provider | None = None,
+    capture_content: str | None = None,
+    redactor: Redactor | None = None,
+    **attributes: Any,
+) -> RagPipeline:
+    """The root span ``invoke_workflow {name}``; a context manager (sync or async) or a decorator.
+
+    Yields a run whose ``.metrics`` holds the per-trace figures after exit. Extra keyword
+    arguments (``version=``, ``route=``...) become ``rag.pipeline.<key>`` attributes.
+    """
+    return RagPipeline(
+        name,
+        query=query,
+        query_id=query_id,
+        tracer_provider=tracer_provider,
+        capture_content=capture_content,
+        redactor=redactor,
+        **attributes,
+    )
+
+
+def embed(model: str | None = None, provider: str | None = None, *, tracer_provider: _Provider | None = None) -> Embed:
+    """An ``embeddings {model}`` span; call ``.record(vectors or dimensions=, input_tokens=)``."""
+    return Embed(model, provider, tracer_provider=tracer_provider)
+
+
+def retrieve(
+    query: str | None = None,
+    *,
+    data_source: str | None = None,
+    top_k: int | None = None,
+    id_of: Callable[[Any], Any] | None = None,
+    content_of: Callable[[Any], Any] | None = None,
+    score_of: Callable[[Any], Any] | None = None,
+    tracer_provider: _Provider | None = None,
+) -> Retrieve:
+    """A ``retrieval {data_source}`` span; call ``.record(results)`` with the retriever's output."""
+    return Retrieve(
+        query,
+        data_source=data_source,
+        top_k=top_k,
+        accessors=_Accessors(id_of, content_of, score_of),
+        tracer_provider=tracer_provider,
+    )
+
+
+def rerank(
+    model: str | None = None,
+    *,
+    provider: str | None = None,
+    top_n: int | None = None,
+    query: str | None = None,
+    id_of: Callable[[Any], Any] | None = None,
+    content_of: Callable[[Any], Any] | None = None,
+    score_of: Callable[[Any], Any] | None = None,
+    tracer_provider: _Provider | None = None,
+) -> Rerank:
+    """A ``rerank {model}`` span; call ``.record(kept)`` (candidates default to the last retrieval)."""
+    return Rerank(
+        model,
+        provider=provider,
+        top_n=top_n,
+        query=query,
+        accessors=_Accessors(id_of, content_of, score_of),
+        tracer_provider=tracer_provider,
+    )
+
+
+def assemble(
+    max_tokens: int | None = None,
+    *,
+    labeller: Labeller = "index",
+    chunk_format: str | None = None,
+    separator: str = "\n\n",
+    truncate: bool = True,
+    tokenizer: Tokenizer | None = None,
+    id_of: Callable[[Any], Any] | None = None,
+    content_of: Callable[[Any], Any] | None = None,
+    tracer_provider: _Provider | None = None,
+) -> Assemble:
+    """An ``assemble_context`` span that builds the prompt: ``.add(chunk)``, ``.drop(chunk, reason=)``,
+    ``.render(template, **variables)`` / ``.prompt``. Records exactly which chunk landed where.
+
+    ``labeller`` is ``"index"`` (``[1]``, ``[2]``...), ``"id"`` (``[chunk-id]``) or a callable
+    ``(chunk, position) -> label``. ``max_tokens`` is the context budget; a chunk that doesn't fit
+    is truncated (``truncate=True``) or dropped as over budget.
+    """
+    if labeller not in ("index", "id") and not callable(labeller):
+        raise ValueError(f"labeller must be 'index', 'id' or a callable, got {labeller!r}")
+    if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 0):
+        raise ValueError(f"max_tokens must be a non-negative int, got {max_tokens!r}")
+    return Assemble(
+        max_tokens,
+        labeller=labeller,
+        chunk_format=chunk_format,
+        separator=separator,
+        truncate=truncate,
+        tokenizer=tokenizer,
+        accessors=_Accessors(id_of, content_of),
+        tracer_provider=tracer_provider,
+    )
+
+
+def generate(
+    model: str | None = None,
+    provider: str | None = None,
+    *,
+    prompt: str | Sequence[Mapping[str, Any]] | None = None,
+    context: Assemble | ContextRecord | None = None,
+    role: str = _names.ROLE_ANSWER,
+    citation_pattern: CitationPattern | None = None,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
+    tracer_provider: _Provider | None = None,
+) -> Generate:
+    """A ``chat {model}`` span; call ``.record(output)`` (text, OpenAI-style completion or pieces),
+    or pass a stream through ``.stream(pieces)``.
+
+    An ``"answer"`` generation is scored against ``context`` (default: the pipeline's latest
+    assembly); other roles (``"rewrite"``, ``"grader"``...) are traced but left out of the figures.
+    """
+    return Generate(
+        model,
+        provider,
+        prompt=prompt,
+        context=context,
+        role=role,
+        citation_pattern=citation_pattern,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        tracer_provider=tracer_provider,
+    )

@@ -112,6 +112,7 @@ DROP_OVER_BUDGET: Final = "over_budget"
 DROP_DUPLICATE: Final = "duplicate"
 DROP_FILTERED: Final = "filtered"
 DROP_RERANKED_OUT: Final = "reranked_out"
+DROP_NOT_ADDED: Final = "not_added"  # retrieved, but never offered to the assembly
 DROP_NOT_FOUND: Final = "not_found"  # "located" assembly: the chunk text was not found in the prompt
 
 # --- ragtrace: generation and citations -------------------------------------------------------
@@ -276,7 +277,7 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(RAG_CONTEXT_TOTAL_TOKENS, "int", "assemble", False, "Context tokens placed."),
     AttributeInfo(RAG_CONTEXT_MAX_TOKENS, "int", "assemble", False, "The token budget."),
     AttributeInfo(RAG_CONTEXT_DROPPED_IDS, "string[]", "assemble", False, "Chunks that did not land."),
-    AttributeInfo(RAG_CONTEXT_DROPPED_REASONS, "string[]", "assemble", False, "over_budget, duplicate, filtered, reranked_out, not_found or a user reason."),
+    AttributeInfo(RAG_CONTEXT_DROPPED_REASONS, "string[]", "assemble", False, "over_budget, duplicate, filtered, reranked_out, not_added, not_found or a user reason."),
     AttributeInfo(RAG_CONTEXT_CONTENT_HASHES, "string[]", "assemble", False, "hash mode only: content hash per placed chunk."),
     AttributeInfo(RAG_GENERATION_ROLE, "string", "generate", False, "answer, or another role (rewrite, grader...) left out of the figures."),
     AttributeInfo(RAG_CITATION_IDS, "string[]", "generate", False, "Validly cited chunk ids, first-cited first."),

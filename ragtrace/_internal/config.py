@@ -1,0 +1,209 @@
+"""``configure()``, the frozen active configuration, and tracer/meter resolution.
+
+Precedence is argument > environment > default. ``configure()`` is optional: without it ragtrace
+uses the application's global providers. It never replaces a TracerProvider the application
+already installed; it keeps its own provider private instead and says so.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
+
+from . import guard
+from .redaction import ContentPolicy, Redactor, check_mode, mode_from_environment
+from .tokens import DEFAULT_TOKENIZER, Tokenizer
+
+INSTRUMENTATION_NAME = "ragtrace"
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("ragtrace")
+    except Exception:  # noqa: BLE001 - running from a source tree
+        return "0.0.0"
+
+
+VERSION = _version()
+
+
+@dataclass(frozen=True)
+class Config:
+    """The active configuration. Replaced as a whole by ``configure()``, never mutated."""
+
+    tracer_provider: trace.TracerProvider | None = None
+    meter_provider: metrics.MeterProvider | None = None
+    content: ContentPolicy = field(default_factory=ContentPolicy)
+    openinference: bool = True
+    max_documents: int = 10
+    max_content_chars: int = 4000
+    tokenizer: Tokenizer = DEFAULT_TOKENIZER
+
+
+def _initial() -> Config:
+    mode = mode_from_environment()
+    return Config(content=ContentPolicy(mode or "full"))
+
+
+_config = _initial()
+_config_lock = threading.Lock()
+
+
+def current() -> Config:
+    return _config
+
+
+def configure(
+    service_name: str | None = None,
+    exporter: str | SpanExporter | None = None,
+    *,
+    tracer_provider: trace.TracerProvider | None = None,
+    meter_provider: metrics.MeterProvider | None = None,
+    capture_content: str | None = None,
+    redactor: Redactor | None = None,
+    openinference: bool = True,
+    max_documents: int = 10,
+    max_content_chars: int = 4000,
+    tokenizer: Tokenizer | None = None,
+    batch: bool | None = None,
+) -> trace.TracerProvider | None:
+    """Configure ragtrace. Optional: without it ragtrace uses the app's global providers.
+
+    ``exporter`` is ``"console"``, ``"otlp"``, ``"jsonl:PATH"`` or a ``SpanExporter``; ragtrace then
+    creates a TracerProvider for it (``service_name`` names its resource) and installs it globally
+    unless the application already has one, in which case it stays private to ragtrace.
+    ``tracer_provider=`` uses a provider you built instead (never combined with ``exporter``).
+    ``capture_content`` is ``"full"``, ``"redact"`` or ``"hash"`` (default: environment, then full).
+    ``batch`` picks the span processor (default: batch, except for the console exporter).
+
+    Returns the TracerProvider ragtrace will use (``None`` means the global one). Invalid arguments
+    raise ``ValueError``/``TypeError`` here, at set-up time.
+    """
+    global _config
+    if exporter is not None and tracer_provider is not None:
+        raise ValueError("pass either exporter= or tracer_provider=, not both")
+    if service_name is not None and not isinstance(service_name, str):
+        raise TypeError(f"service_name must be a str, got {type(service_name).__name__}")
+    if tracer_provider is not None and not isinstance(tracer_provider, trace.TracerProvider):
+        raise TypeError(f"tracer_provider must be an opentelemetry TracerProvider, got {type(tracer_provider).__name__}")
+    if meter_provider is not None and not isinstance(meter_provider, metrics.MeterProvider):
+        raise TypeError(f"meter_provider must be an opentelemetry MeterProvider, got {type(meter_provider).__name__}")
+    if redactor is not None and not callable(redactor):
+        raise TypeError("redactor must be a callable taking and returning a str")
+    if not isinstance(openinference, bool):
+        raise TypeError("openinference must be a bool")
+    for name, value in (("max_documents", max_documents), ("max_content_chars", max_content_chars)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"{name} must be a non-negative int, got {value!r}")
+    if tokenizer is not None and not isinstance(tokenizer, Tokenizer):
+        raise TypeError("tokenizer must have count(text) and truncate(text, max_tokens) methods")
+    mode = check_mode(capture_content) if capture_content is not None else (mode_from_environment() or "full")
+
+    provider = tracer_provider
+    if exporter is not None:
+        span_exporter, default_batch = _exporter(exporter)
+        resource = Resource.create({SERVICE_NAME: service_name} if service_name else {})
+        sdk_provider = TracerProvider(resource=resource)
+        use_batch = default_batch if batch is None else batch
+        sdk_provider.add_span_processor(BatchSpanProcessor(span_exporter) if use_batch else SimpleSpanProcessor(span_exporter))
+        provider = sdk_provider
+        _install_globally(sdk_provider)
+
+    with _config_lock:
+        _config = Config(
+            tracer_provider=provider,
+            meter_provider=meter_provider,
+            content=ContentPolicy(mode, redactor),
+            openinference=openinference,
+            max_documents=max_documents,
+            max_content_chars=max_content_chars,
+            tokenizer=tokenizer or DEFAULT_TOKENIZER,
+        )
+    return provider
+
+
+def reset() -> None:
+    """Back to the unconfigured state (environment and defaults). For tests."""
+    global _config
+    with _config_lock:
+        _config = _initial()
+
+
+def with_content(config: Config, mode: str | None, redactor: Redactor | None) -> Config:
+    """A per-pipeline override of the content policy."""
+    if mode is None and redactor is None:
+        return config
+    policy = ContentPolicy(check_mode(mode) if mode is not None else config.content.mode, redactor or config.content.redactor)
+    return replace(config, content=policy)
+
+
+def _exporter(exporter: str | SpanExporter) -> tuple[SpanExporter, bool]:
+    """The SpanExporter for ``configure(exporter=...)`` and whether to batch it by default."""
+    if isinstance(exporter, SpanExporter):
+        return exporter, True
+    if not isinstance(exporter, str):
+        raise TypeError(f"exporter must be 'console', 'otlp', 'jsonl:PATH' or a SpanExporter, got {type(exporter).__name__}")
+    if exporter == "console":
+        from ..exporters.console import ConsoleTreeExporter
+
+        return ConsoleTreeExporter(), False
+    if exporter == "otlp":
+        try:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        except ImportError as error:
+            raise ValueError("exporter='otlp' needs the otlp extra: pip install 'ragtrace[otlp]'") from error
+        return OTLPSpanExporter(), True
+    if exporter.startswith("jsonl:"):
+        path = exporter[len("jsonl:") :]
+        if not path:
+            raise ValueError("exporter='jsonl:PATH' needs a file path")
+        from ..exporters.jsonl import JsonLinesExporter
+
+        return JsonLinesExporter(path), True
+    raise ValueError(f"unknown exporter {exporter!r}: use 'console', 'otlp', 'jsonl:PATH' or a SpanExporter")
+
+
+def _install_globally(provider: TracerProvider) -> None:
+    if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        trace.set_tracer_provider(provider)
+    else:
+        guard.logger.warning(
+            "ragtrace: the application already has a TracerProvider; ragtrace's exporter is used for "
+            "ragtrace's spans only and the application's provider is left untouched"
+        )
+
+
+# --- resolution on the hot path ---------------------------------------------------------------
+_tracers: weakref.WeakKeyDictionary[Any, trace.Tracer] = weakref.WeakKeyDictionary()
+
+
+def tracer(explicit: trace.TracerProvider | None = None) -> trace.Tracer:
+    """The tracer for a stage: explicit provider > configured > global. Cached per provider."""
+    provider = explicit or _config.tracer_provider or trace.get_tracer_provider()
+    try:
+        return _tracers[provider]
+    except (KeyError, TypeError):
+        pass
+    found = provider.get_tracer(INSTRUMENTATION_NAME, VERSION)
+    try:
+        _tracers[provider] = found
+    except TypeError:  # provider that can't be weakly referenced
+        pass
+    return found
+
+
+def telemetry_on(explicit: trace.TracerProvider | None = None) -> bool:
+    """False when no provider is configured anywhere: decorators then call straight through."""
+    if explicit is not None or _config.tracer_provider is not None or _config.meter_provider is not None:
+        return True
+    return not isinstance(trace.get_tracer_provider(), (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
+

@@ -1,0 +1,139 @@
+"""Per-trace figures: a pure function of retrieved chunks, in-context placements and citations.
+
+R = unique retrieved chunks (union over retrievals, keyed by id, best rank kept), C = in-context
+chunks, K = validly cited chunks. A figure that can't be measured is left out and the reason is
+added to ``status``: a default 0 or 1 would look like a measurement. The CLI reuses this module on
+exported traces, so online and offline figures can't disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Union
+
+from . import names
+from .assembly import Placement
+from .chunks import Chunk
+
+FigureValue = Union[int, float, list[int]]
+
+STATUS_NO_RETRIEVAL = "no_retrieval"
+STATUS_EMPTY_RETRIEVAL = "empty_retrieval"
+STATUS_UNREADABLE_RETRIEVAL = "retrieved_chunks_unreadable"
+STATUS_NO_CONTEXT = "no_context"
+STATUS_EMPTY_CONTEXT = "empty_context"
+STATUS_NO_ANSWER = "no_answer"
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """One answer generation: what it was shown and what it cited."""
+
+    placements: Sequence[Placement] | None  # None: the context is unknown
+    cited_ids: Sequence[str] = ()
+    invalid_citations: int = 0
+
+
+@dataclass(slots=True)
+class Figures:
+    values: dict[str, FigureValue] = field(default_factory=dict)
+    status: list[str] = field(default_factory=list)
+
+    @property
+    def status_text(self) -> str | None:
+        """``rag.metrics.status``: the reasons figures are missing, or None when all were measured."""
+        return ",".join(self.status) if self.status else None
+
+
+def compute(
+    retrievals: Sequence[Sequence[Chunk]],
+    answers: Sequence[Answer],
+    *,
+    contexts: Sequence[Sequence[Placement]] = (),
+    unreadable: int = 0,
+) -> Figures:
+    """The figures for one trace (or one generation: pass just that answer).
+
+    ``contexts`` are assemblies with no recorded answer; they still give |C| and context
+    precision. ``unreadable`` counts retrieved items ragtrace could not understand.
+    """
+    figures = Figures()
+    values, status = figures.values, figures.status
+
+    best_rank: dict[str, int] = {}
+    duplicates = 0
+    seen_hashes: dict[str, str] = {}
+    for retrieval in retrievals:
+        for chunk in retrieval:
+            if chunk.id in best_rank:
+                duplicates += 1
+                best_rank[chunk.id] = min(best_rank[chunk.id], chunk.rank)
+                continue
+            best_rank[chunk.id] = chunk.rank
+            if chunk.content_hash:
+                if chunk.content_hash in seen_hashes:
+                    duplicates += 1
+                else:
+                    seen_hashes[chunk.content_hash] = chunk.id
+
+    if not retrievals:
+        status.append(STATUS_NO_RETRIEVAL)
+    else:
+        values[names.METRIC_RETRIEVED] = len(best_rank)
+        values[names.METRIC_DUPLICATE_CHUNKS] = duplicates
+        if not best_rank:
+            status.append(STATUS_UNREADABLE_RETRIEVAL if unreadable else STATUS_EMPTY_RETRIEVAL)
+
+    placed: dict[str, Placement] = {}
+    known_contexts = [a.placements for a in answers if a.placements is not None] + list(contexts)
+    for placements in known_contexts:
+        for placement in placements:
+            placed.setdefault(placement.chunk_id, placement)
+    context_known = bool(known_contexts)
+    if context_known:
+        values[names.METRIC_IN_CONTEXT] = len(placed)
+        if best_rank:
+            in_context_retrieved = sum(1 for chunk_id in placed if chunk_id in best_rank)
+            values[names.METRIC_CONTEXT_PRECISION] = in_context_retrieved / len(best_rank)
+    else:
+        status.append(STATUS_NO_CONTEXT)
+
+    if not answers:
+        status.append(STATUS_NO_ANSWER)
+        return figures
+
+    cited: dict[str, None] = {}
+    for answer in answers:
+        for chunk_id in answer.cited_ids:
+            if chunk_id in placed or answer.placements is None:
+                cited.setdefault(chunk_id)
+    values[names.METRIC_CITED] = len(cited)
+    values[names.METRIC_INVALID_CITATIONS] = sum(a.invalid_citations for a in answers)
+    if best_rank:
+        values[names.METRIC_RECALL_PROXY] = sum(1 for c in cited if c in best_rank) / len(best_rank)
+        values[names.METRIC_RECALL_PROXY_WEIGHTED] = _weighted(cited, best_rank)
+    if context_known:
+        if placed:
+            values[names.METRIC_CONTEXT_UTILIZATION] = sum(1 for c in cited if c in placed) / len(placed)
+        else:
+            status.append(STATUS_EMPTY_CONTEXT)
+        values[names.METRIC_WASTED_CONTEXT_TOKENS] = sum(p.tokens for c, p in placed.items() if c not in cited)
+        values[names.METRIC_CITED_POSITIONS] = sorted(placed[c].position for c in cited if c in placed)
+    return figures
+
+
+def _weighted(cited: Iterable[str], best_rank: dict[str, int]) -> float:
+    total = sum(1.0 / rank for rank in best_rank.values())
+    return sum(1.0 / best_rank[c] for c in cited if c in best_rank) / total
+
+
+def label(value: float) -> str:
+    """A low-cardinality label for a proxy in [0, 1] (``gen_ai.evaluation.score.label``)."""
+    if value <= 0.0:
+        return "none"
+    if value < 1 / 3:
+        return "low"
+    if value < 2 / 3:
+        return "medium"
+    return "high"

@@ -1,0 +1,90 @@
+"""The never-raise guard around ragtrace's own work.
+
+Instrumentation must never break the host application, so every internal step runs behind
+``guard``: an exception is logged once per (step, exception type) through ``logging`` and
+swallowed. ragtrace's own test suite sets strict mode (``RAGTRACE_STRICT=1`` or
+``set_strict(True)``) so that bugs fail tests instead of hiding behind the guard.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+logger = logging.getLogger("ragtrace")
+
+_T = TypeVar("_T")
+_strict = os.environ.get("RAGTRACE_STRICT", "").strip().lower() in ("1", "true", "yes")
+_seen: set[tuple[str, str]] = set()
+_seen_lock = threading.Lock()
+
+
+def set_strict(strict: bool) -> bool:
+    """Re-raise internal errors (tests) instead of swallowing them; returns the previous mode."""
+    global _strict
+    previous, _strict = _strict, strict
+    return previous
+
+
+def is_strict() -> bool:
+    return _strict
+
+
+def report(step: str, error: BaseException) -> None:
+    """Log an internal error once per (step, type); re-raise it in strict mode."""
+    key = (step, type(error).__name__)
+    with _seen_lock:
+        first = key not in _seen
+        if first:
+            _seen.add(key)
+    if first:
+        logger.warning(
+            "ragtrace: internal error in %s (%s); the application is unaffected, "
+            "this step's telemetry is skipped. Further %s errors here are not logged.",
+            step,
+            type(error).__name__,
+            type(error).__name__,
+            exc_info=error,
+        )
+    if _strict:
+        raise error
+
+
+@contextmanager
+def guard(step: str) -> Iterator[None]:
+    """``with guard("assembly"):`` runs ragtrace's own code without letting it raise."""
+    try:
+        yield
+    except Exception as error:  # noqa: BLE001 - that is the point of the guard
+        report(step, error)
+
+
+def call_guarded(step: str, fn: Callable[..., _T], *args: object, default: _T | None = None, **kwargs: object) -> _T | None:
+    """``fn(*args, **kwargs)``, or ``default`` if it raised (logged once)."""
+    try:
+        return fn(*args, **kwargs)
+    except Exception as error:  # noqa: BLE001
+        report(step, error)
+        return default
+
+
+def warn_once(key: str, message: str, *args: object) -> None:
+    """Warn about the user's input or code (bad shapes, a failing redactor) once per key.
+
+    Unlike ``report`` this never raises, not even in strict mode: it is not a ragtrace bug.
+    """
+    with _seen_lock:
+        if ("warn", key) in _seen:
+            return
+        _seen.add(("warn", key))
+    logger.warning("ragtrace: " + message, *args)
+
+
+def reset_log_once() -> None:
+    """Forget which errors were logged (tests check that each is logged exactly once)."""
+    with _seen_lock:
+        _seen.clear()

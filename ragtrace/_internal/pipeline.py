@@ -1,0 +1,129 @@
+"""``rag_pipeline``: the root span, the owner of per-pipeline state, and where figures are made.
+
+Just before the root span ends, the figures are computed from the state and set on it, so they
+travel in the same export as the spans themselves, with no backend post-processing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from opentelemetry import trace
+
+from . import config as config_module
+from . import figures as figures_module
+from . import names, state as state_module
+from .guard import guard
+from .redaction import Redactor
+from .stages import Stage, _as_text, query_hash, set_figures
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+class RagPipeline(Stage):
+    """The handle ``with rag_pipeline(...) as run`` yields; ``run.metrics`` is filled on exit."""
+
+    stage = names.STAGE_PIPELINE
+    oi_kind = names.OI_KIND_CHAIN
+    operation = names.OP_WORKFLOW
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        query: str | None = None,
+        query_id: str | None = None,
+        tracer_provider: trace.TracerProvider | None = None,
+        capture_content: str | None = None,
+        redactor: Redactor | None = None,
+        **attributes: Any,
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise ValueError("rag_pipeline needs a non-empty name")
+        config = config_module.with_content(config_module.current(), capture_content, redactor)
+        super().__init__(tracer_provider=tracer_provider, config=config)
+        self.name = name
+        self.query = query
+        self.query_id = query_id
+        self.attributes = attributes
+        self.metrics: dict[str, Any] = {}
+        self.status: str | None = None
+        self._state_token: object | None = None
+        self._decorator_options = {
+            "query": query,
+            "query_id": query_id,
+            "tracer_provider": tracer_provider,
+            "capture_content": capture_content,
+            "redactor": redactor,
+            **attributes,
+        }
+
+    def span_name(self) -> str:
+        return f"{self.operation} {self.name}"
+
+    def start_attributes(self) -> dict[str, Any]:
+        attributes: dict[str, Any] = {
+            names.GEN_AI_WORKFLOW_NAME: self.name,
+            names.RAG_QUERY_ID: _as_text(self.query_id),
+            names.RAG_CONTENT_MODE: self.config.content.mode,
+        }
+        for key, value in self.attributes.items():
+            if isinstance(value, (str, bool, int, float)):
+                attributes[names.RAG_PIPELINE_ATTRIBUTE_PREFIX + key] = value
+        return attributes
+
+    def find_state(self) -> state_module.PipelineState:
+        return state_module.PipelineState(self.config)
+
+    def on_open(self) -> None:
+        self.set_query(self.query)
+
+    def set_query(self, query: Any) -> None:
+        """The user's question (also settable after start, e.g. by the decorator)."""
+        text = _as_text(query)
+        if text is None or self.attrs is None:
+            return
+        self.query = text
+        self.attrs.essential(names.RAG_QUERY_HASH, query_hash(text))
+        self._oi_content(names.OI_INPUT_VALUE, text)
+
+    def attach(self) -> None:
+        super().attach()
+        if self.state is not None:
+            self._state_token = state_module.activate(self.state)
+
+    def detach(self) -> None:
+        if self._state_token is not None:
+            token, self._state_token = self._state_token, None
+            with guard("context detach"):
+                state_module.deactivate(token)
+        super().detach()
+
+    def on_close(self) -> None:
+        state = self.state
+        if state is None:
+            return
+        result = figures_module.compute(
+            state.retrievals,
+            state.answers,
+            contexts=[c.placements for c in state.unanswered_contexts()],
+            unreadable=state.unreadable,
+        )
+        self.metrics = dict(result.values)
+        self.status = result.status_text
+        if state.answer_text is not None:
+            self._oi_content(names.OI_OUTPUT_VALUE, state.answer_text)
+        set_figures(self, result, events=True)
+
+    def record(self, output: Any) -> None:
+        """The pipeline's final output, when it isn't a recorded answer generation."""
+        text = _as_text(output)
+        if text is not None and self.state is not None and self.state.answer_text is None:
+            self.state.answer_text = text
+
+    def __call__(self, func: _F) -> _F:
+        """``@rag_pipeline("name")``: a fresh pipeline per call of ``func``."""
+        from .decorators import pipeline_decorator
+
+        return pipeline_decorator(func, self.name, self._decorator_options)

@@ -1,0 +1,166 @@
+"""Span mechanics shared by every stage: limits-aware attributes, JSON values, errors.
+
+Two SDK behaviours shape this module. The Python SDK evicts the *oldest* attribute when the count
+limit is reached, so stages re-set their essential attributes last (``Attributes.reassert``).
+And a value-length limit cuts strings blindly, which would break JSON values, so JSON is trimmed
+element by element to fit before it is serialised.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import traceback
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from opentelemetry.trace import Span, Status, StatusCode
+
+from . import names
+from .redaction import ContentPolicy
+
+_EXCEPTION_EVENT = "exception"
+_EXC_TYPE = "exception.type"
+_EXC_MESSAGE = "exception.message"
+_EXC_STACKTRACE = "exception.stacktrace"
+_EXC_ESCAPED = "exception.escaped"
+
+
+def value_length_limit(span: Span) -> int | None:
+    """The span's attribute value-length limit (SDK spans expose it; else the environment)."""
+    limits = getattr(span, "_limits", None)
+    limit = getattr(limits, "max_span_attribute_length", None)
+    if isinstance(limit, int):
+        return limit
+    for variable in ("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT"):
+        raw = os.environ.get(variable, "")
+        if raw.strip().isdigit():
+            return int(raw)
+    return None
+
+
+def compact_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=str)
+
+
+def json_list_within(items: Sequence[Any], limit: int | None) -> str | None:
+    """A JSON array of as many leading ``items`` as fit in ``limit`` characters (None: all)."""
+    text = compact_json(list(items))
+    if limit is None or len(text) <= limit:
+        return text
+    low, high = 0, len(items)
+    while low < high:  # the longest prefix that fits; always valid JSON
+        middle = (low + high + 1) // 2
+        if len(compact_json(list(items[:middle]))) <= limit:
+            low = middle
+        else:
+            high = middle - 1
+    return compact_json(list(items[:low])) if low or limit >= 2 else None
+
+
+def trim_text(text: str, max_chars: int) -> str:
+    return text if len(text) <= max_chars else text[:max_chars]
+
+
+def finite_or_nan(value: float | None) -> float:
+    return value if value is not None and math.isfinite(value) else math.nan
+
+
+class Attributes:
+    """Collects a stage's attributes and writes them to its span.
+
+    ``essential`` keys are written again just before the span ends, so that the SDK's
+    evict-the-oldest policy can only drop less important keys.
+    """
+
+    __slots__ = ("span", "policy", "recording", "_essential")
+
+    def __init__(self, span: Span, policy: ContentPolicy) -> None:
+        self.span = span
+        self.policy = policy
+        self.recording = span.is_recording()
+        self._essential: dict[str, Any] = {}
+
+    def set(self, key: str, value: Any) -> None:
+        if self.recording and value is not None:
+            self.span.set_attribute(key, value)
+
+    def set_many(self, values: Mapping[str, Any]) -> None:
+        if self.recording:
+            self.span.set_attributes({k: v for k, v in values.items() if v is not None})
+
+    def essential(self, key: str, value: Any) -> None:
+        if value is not None:
+            self._essential[key] = value
+            self.set(key, value)
+
+    def content(self, key: str, text: str | None, max_chars: int) -> None:
+        """A content-bearing attribute: passes the content policy, then is trimmed."""
+        if not self.recording or text is None:
+            return
+        allowed = self.policy.text(text)
+        if allowed is not None:
+            self.span.set_attribute(key, trim_text(allowed, max_chars))
+
+    def json_list(self, key: str, items: Sequence[Any]) -> None:
+        if self.recording:
+            value = json_list_within(items, value_length_limit(self.span))
+            if value is not None:
+                self.span.set_attribute(key, value)
+
+    def reassert(self, values: Mapping[str, Any] | None = None) -> None:
+        """Re-set the essentials (and ``values``) so they are the newest keys on the span."""
+        if self.recording:
+            if values:
+                self.set_many(values)
+            self.span.set_attributes(self._essential)
+
+
+def record_error(span: Span, error: BaseException, policy: ContentPolicy) -> None:
+    """Status ERROR, ``error.type`` and an exception event; the message obeys the content policy."""
+    if not span.is_recording():
+        return
+    type_name = type(error).__qualname__
+    message = _safe_str(error) if policy.captures else type_name
+    if policy.captures and message is not None:
+        message = policy.text(message)
+    attributes: dict[str, Any] = {_EXC_TYPE: type_name, _EXC_MESSAGE: message or type_name, _EXC_ESCAPED: True}
+    if policy.captures:
+        attributes[_EXC_STACKTRACE] = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    span.add_event(_EXCEPTION_EVENT, attributes)
+    span.set_attribute(names.ERROR_TYPE, type_name)
+    span.set_status(Status(StatusCode.ERROR, message or type_name))
+
+
+def _safe_str(value: object) -> str | None:
+    try:
+        return str(value)
+    except Exception:  # noqa: BLE001 - user objects may raise in __str__
+        return None
+
+
+def messages_json(messages: Sequence[Mapping[str, Any]], policy: ContentPolicy, max_chars: int) -> list[dict[str, Any]] | None:
+    """Chat messages in the GenAI ``{role, parts}`` shape, content gated; None if content is off."""
+    if not policy.captures:
+        return None
+    out = []
+    for message in messages:
+        text = policy.text(message_text(message))
+        if text is None:
+            return None
+        out.append({"role": str(message.get("role", "user")), "parts": [{"type": "text", "content": trim_text(text, max_chars)}]})
+    return out
+
+
+def message_text(message: Mapping[str, Any]) -> str:
+    """The text of a chat message whose content is a string or a list of text parts."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        return "".join(
+            part.get("text") or part.get("content") or "" for part in content if isinstance(part, Mapping)
+        )
+    return ""
+

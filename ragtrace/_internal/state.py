@@ -1,0 +1,108 @@
+"""Per-pipeline state: what the stages of one pipeline (or one trace) have recorded so far.
+
+A ``rag_pipeline`` puts its state in a ``contextvars`` variable, so threads and asyncio tasks
+never see each other's chunks. Stages used without a pipeline share a state per trace id, kept in
+a small bounded map, so a generation can still be scored against the retrievals of its trace.
+State holds ids, ranks, scores and hashes only, never chunk text.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
+
+from opentelemetry.trace import Span
+
+from .assembly import ContextRecord
+from .chunks import Chunk
+from .config import Config
+from .figures import Answer
+
+_IMPLICIT_CAPACITY = 256
+
+
+@dataclass(eq=False, slots=True)
+class PipelineState:
+    config: Config
+    retrievals: list[list[Chunk]] = field(default_factory=list)
+    reranked_out: set[str] = field(default_factory=set)
+    reranked: bool = False
+    contexts: list[ContextRecord] = field(default_factory=list)
+    answers: list[Answer] = field(default_factory=list)
+    answer_text: str | None = None
+    unreadable: int = 0
+    _ids_by_hash: dict[str, str] = field(default_factory=dict)
+
+    def add_retrieval(self, chunks: list[Chunk], unreadable: int) -> list[Chunk]:
+        """Record a retrieval's chunks (text dropped) and return them with canonical ids."""
+        kept = []
+        for chunk in chunks:
+            chunk = self.canonical(chunk)
+            if chunk.content_hash and chunk.content_hash not in self._ids_by_hash:
+                self._ids_by_hash[chunk.content_hash] = chunk.id
+            kept.append(replace(chunk, content=None, metadata=None))
+        self.retrievals.append(kept)
+        self.unreadable += unreadable
+        return kept
+
+    def canonical(self, chunk: Chunk) -> Chunk:
+        """A chunk whose id was derived from its text gets the id it was retrieved under."""
+        if chunk.content_hash and chunk.id == chunk.content_hash:
+            known = self._ids_by_hash.get(chunk.content_hash)
+            if known is not None and known != chunk.id:
+                return replace(chunk, id=known)
+        return chunk
+
+    def retrieved_ids(self) -> set[str]:
+        return {chunk.id for retrieval in self.retrievals for chunk in retrieval}
+
+    def latest_context(self) -> ContextRecord | None:
+        return self.contexts[-1] if self.contexts else None
+
+    def unanswered_contexts(self) -> list[ContextRecord]:
+        """Contexts no answer was recorded against (they still count for |C|)."""
+        return [] if self.answers else self.contexts
+
+
+_current: ContextVar[PipelineState | None] = ContextVar("ragtrace_pipeline", default=None)
+_implicit: OrderedDict[int, PipelineState] = OrderedDict()
+_implicit_lock = threading.Lock()
+
+
+def current() -> PipelineState | None:
+    return _current.get()
+
+
+def activate(state: PipelineState) -> object:
+    return _current.set(state)
+
+
+def deactivate(token: object) -> None:
+    _current.reset(token)  # type: ignore[arg-type]
+
+
+def for_span(span: Span, config: Config) -> PipelineState | None:
+    """The pipeline's state, or the shared state of the span's trace when outside a pipeline."""
+    state = _current.get()
+    if state is not None:
+        return state
+    trace_id = span.get_span_context().trace_id
+    if not trace_id:
+        return None
+    with _implicit_lock:
+        state = _implicit.get(trace_id)
+        if state is None:
+            state = _implicit[trace_id] = PipelineState(config)
+            if len(_implicit) > _IMPLICIT_CAPACITY:
+                _implicit.popitem(last=False)
+        else:
+            _implicit.move_to_end(trace_id)
+        return state
+
+
+def implicit_count() -> int:
+    """How many trace-keyed states are held (bounded; for tests)."""
+    with _implicit_lock:
+        return len(_implicit)
