@@ -1,0 +1,54 @@
+"""Shared fixtures: the real OpenTelemetry SDK with an in-memory exporter, strict guard."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from ragtrace._internal import config, guard
+
+
+class Spans:
+    """The spans a test produced, with lookups by name and by ragtrace stage."""
+
+    def __init__(self) -> None:
+        self.exporter = InMemorySpanExporter()
+        self.provider = TracerProvider()
+        self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+
+    def all(self) -> list[ReadableSpan]:
+        return list(self.exporter.get_finished_spans())
+
+    def by_stage(self, stage: str) -> list[ReadableSpan]:
+        return [s for s in self.all() if s.attributes.get("rag.stage") == stage]
+
+    def one(self, stage: str) -> ReadableSpan:
+        found = self.by_stage(stage)
+        assert len(found) == 1, f"expected one {stage} span, got {[s.name for s in self.all()]}"
+        return found[0]
+
+    def clear(self) -> None:
+        self.exporter.clear()
+
+
+@pytest.fixture(autouse=True)
+def _strict_and_clean() -> Iterator[None]:
+    """Internal errors fail ragtrace's own tests; configuration never leaks between tests."""
+    previous = guard.set_strict(True)
+    guard.reset_log_once()
+    yield
+    guard.set_strict(previous)
+    config.reset()
+
+
+@pytest.fixture
+def spans() -> Iterator[Spans]:
+    """A provider configured as ragtrace's, capturing finished spans in memory."""
+    captured = Spans()
+    config.configure(tracer_provider=captured.provider)
+    yield captured
+    captured.provider.shutdown()

@@ -1,0 +1,357 @@
+"""Decorators on every function kind: spans, untouched results and exceptions, no context leaks."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+
+import pytest
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import StatusCode
+
+import ragtrace
+from ragtrace._internal import names
+
+DOCS = [{"id": "a", "score": 0.9, "content": "alpha text"}, {"id": "b", "score": 0.5, "content": "beta text"}]
+
+
+@ragtrace.retriever(data_source="kb", top_k=2)
+def search(query: str, k: int = 2) -> list[dict]:
+    return DOCS[:k]
+
+
+@ragtrace.retriever
+async def asearch(query: str) -> list[dict]:
+    await asyncio.sleep(0)
+    return DOCS
+
+
+@ragtrace.generator(model="m", provider="local")
+def stream_answer(prompt: str):
+    yield "alpha "
+    yield "[1]"
+
+
+@ragtrace.generator(model="m")
+async def astream_answer(prompt: str):
+    for piece in ("beta ", "[2]"):
+        await asyncio.sleep(0)
+        yield piece
+
+
+class Store:
+    def __init__(self) -> None:
+        self.docs = DOCS
+
+    @ragtrace.retriever(data_source="method")
+    def search(self, query: str) -> list[dict]:
+        return self.docs
+
+    @classmethod
+    @ragtrace.retriever(data_source="classmethod")
+    def csearch(cls, query: str) -> list[dict]:
+        return DOCS
+
+    @staticmethod
+    @ragtrace.retriever(data_source="staticmethod")
+    def ssearch(query: str) -> list[dict]:
+        return DOCS
+
+
+def test_sync_function_span_and_identity(spans):
+    result = search("what is alpha?")
+    assert result == DOCS[:2]
+    retrieve = spans.one("retrieve")
+    assert retrieve.name == "retrieval kb"
+    assert retrieve.attributes[names.GEN_AI_RETRIEVAL_QUERY_TEXT] == "what is alpha?"
+    assert list(retrieve.attributes[names.RAG_RETRIEVAL_CHUNK_IDS]) == ["a", "b"]
+    assert retrieve.attributes[names.GEN_AI_RETRIEVAL_TOP_K] == 2
+
+
+def test_return_value_is_the_same_object(spans):
+    sentinel = [{"id": "x", "content": "x"}]
+
+    @ragtrace.retriever
+    def same(query: str):
+        return sentinel
+
+    assert same("q") is sentinel
+
+
+def test_signatures_and_kinds_are_preserved():
+    def plain(query: str, k: int = 3) -> list: ...
+
+    async def coro(query: str) -> list: ...
+
+    def gen(prompt: str):
+        yield prompt
+
+    async def agen(prompt: str):
+        yield prompt
+
+    assert inspect.signature(ragtrace.retriever(plain)) == inspect.signature(plain)
+    assert ragtrace.retriever(plain).__wrapped__ is plain
+    assert inspect.iscoroutinefunction(ragtrace.retriever(coro))
+    assert inspect.isgeneratorfunction(ragtrace.generator(gen))
+    assert inspect.isasyncgenfunction(ragtrace.generator(agen))
+    assert ragtrace.retriever(plain).__name__ == "plain"
+
+
+def test_async_function(spans):
+    assert asyncio.run(asearch("q")) == DOCS
+    assert list(spans.one("retrieve").attributes[names.RAG_RETRIEVAL_CHUNK_IDS]) == ["a", "b"]
+
+
+def test_methods_classmethods_staticmethods(spans):
+    store = Store()
+    assert store.search("q") is store.docs
+    assert Store.csearch("q") == DOCS
+    assert Store.ssearch("q") == DOCS
+    assert store.ssearch("q") == DOCS
+    sources = sorted(s.attributes[names.GEN_AI_DATA_SOURCE_ID] for s in spans.by_stage("retrieve"))
+    assert sources == ["classmethod", "method", "staticmethod", "staticmethod"]
+    for span in spans.by_stage("retrieve"):
+        assert span.attributes[names.GEN_AI_RETRIEVAL_QUERY_TEXT] == "q"
+
+
+def test_generator_span_covers_iteration_and_joins_pieces(spans):
+    with ragtrace.rag_pipeline("gen") as run:
+        with ragtrace.retrieve() as r:
+            r.record(DOCS)
+        with ragtrace.assemble() as ctx:
+            ctx.add(DOCS[0])
+        pieces = list(stream_answer("prompt"))
+    assert pieces == ["alpha ", "[1]"]
+    generate = spans.one("generate")
+    assert generate.attributes[names.GEN_AI_REQUEST_STREAM] is True
+    assert list(generate.attributes[names.RAG_CITATION_IDS]) == ["a"]
+    assert generate.attributes[names.OI_OUTPUT_VALUE] == "alpha [1]"
+    assert run.metrics["cited"] == 1
+
+
+def test_async_generator(spans):
+    async def main():
+        return [p async for p in astream_answer("prompt")]
+
+    assert asyncio.run(main()) == ["beta ", "[2]"]
+    assert spans.one("generate").attributes[names.OI_OUTPUT_VALUE] == "beta [2]"
+
+
+def _current_span_id() -> int:
+    return trace.get_current_span().get_span_context().span_id
+
+
+def test_generator_context_only_current_while_stepping(spans):
+    seen_inside: list[int] = []
+
+    @ragtrace.generator
+    def gen(prompt: str):
+        for i in range(3):
+            seen_inside.append(_current_span_id())
+            yield str(i)
+
+    before = otel_context.get_current()
+    iterator = gen("p")
+    outside = []
+    for _ in iterator:
+        outside.append(_current_span_id())
+    assert otel_context.get_current() == before
+    assert set(outside) == {0}
+    span = spans.one("generate")
+    assert set(seen_inside) == {span.context.span_id}
+
+
+def test_early_break_ends_span_without_leaking(spans, caplog):
+    @ragtrace.generator
+    def gen(prompt: str):
+        yield "a"
+        yield "b"
+        yield "c"
+
+    before = otel_context.get_current()
+    for piece in gen("p"):
+        break
+    assert otel_context.get_current() == before
+    span = spans.one("generate")
+    assert span.end_time is not None
+    assert span.status.status_code == StatusCode.UNSET
+    assert span.attributes[names.OI_OUTPUT_VALUE] == "a"
+    assert "Failed to detach context" not in caplog.text
+
+
+def test_async_generator_aclose_ends_span(spans, caplog):
+    @ragtrace.generator
+    async def agen(prompt: str):
+        yield "a"
+        yield "b"
+
+    async def main():
+        before = otel_context.get_current()
+        it = agen("p")
+        assert await it.__anext__() == "a"
+        await it.aclose()
+        assert otel_context.get_current() == before
+
+    asyncio.run(main())
+    span = spans.one("generate")
+    assert span.end_time is not None
+    assert "Failed to detach context" not in caplog.text
+
+
+def test_exceptions_pass_through_unchanged(spans):
+    error = KeyError("missing")
+
+    @ragtrace.retriever
+    def broken(query: str):
+        raise error
+
+    with pytest.raises(KeyError) as caught:
+        broken("q")
+    assert caught.value is error
+    frames = [f.name for f in caught.traceback]
+    assert "broken" in frames
+    span = spans.one("retrieve")
+    assert span.status.status_code == StatusCode.ERROR
+    assert span.attributes[names.ERROR_TYPE] == "KeyError"
+
+
+def test_generator_exception_midway(spans):
+    @ragtrace.generator
+    def gen(prompt: str):
+        yield "a"
+        raise ValueError("midway")
+
+    it = gen("p")
+    assert next(it) == "a"
+    with pytest.raises(ValueError, match="midway"):
+        next(it)
+    assert spans.one("generate").status.status_code == StatusCode.ERROR
+
+
+def test_generator_send_and_throw_are_forwarded(spans):
+    @ragtrace.generator
+    def echo(prompt: str):
+        received = yield "ready"
+        try:
+            yield f"got {received}"
+        except RuntimeError:
+            yield "handled"
+        return "done"
+
+    it = echo("p")
+    assert next(it) == "ready"
+    assert it.send("x") == "got x"
+    assert it.throw(RuntimeError("boom")) == "handled"
+    with pytest.raises(StopIteration) as stop:
+        next(it)
+    assert stop.value.value == "done"
+
+
+def test_async_exception_passes_through(spans):
+    @ragtrace.retriever
+    async def broken(query: str):
+        await asyncio.sleep(0)
+        raise TimeoutError("slow")
+
+    with pytest.raises(TimeoutError, match="slow"):
+        asyncio.run(broken("q"))
+    assert spans.one("retrieve").status.status_code == StatusCode.ERROR
+
+
+def test_decorated_pipeline_function(spans):
+    @ragtrace.rag_pipeline("decorated", version="1")
+    def answer(question: str) -> str:
+        search(question)
+        return "final"
+
+    assert answer("why?") == "final"
+    root = spans.one("pipeline")
+    assert root.attributes[names.OI_INPUT_VALUE] == "why?"
+    assert root.attributes[names.OI_OUTPUT_VALUE] == "final"
+    assert spans.one("retrieve").parent.span_id == root.context.span_id
+
+
+def test_decorated_async_pipeline(spans):
+    @ragtrace.rag_pipeline("adecorated")
+    async def answer(question: str) -> str:
+        await asearch(question)
+        return "ok"
+
+    assert asyncio.run(answer("q")) == "ok"
+    assert spans.one("retrieve").parent.span_id == spans.one("pipeline").context.span_id
+
+
+def test_reranker_and_embedder_and_assembler_decorators(spans):
+    @ragtrace.embedder(model="mini", provider="local")
+    def encode(texts: list[str]):
+        return [[0.0] * 8 for _ in texts]
+
+    @ragtrace.reranker(model="bm25", top_n=1)
+    def rerank(query: str, docs: list[dict]):
+        return [(docs[1], 3.2)]
+
+    @ragtrace.assembler
+    def build(question: str, docs: list[dict]) -> str:
+        return "Sources:\n" + "\n".join(f"[{i}] {d['content']}" for i, d in enumerate(docs, 1)) + f"\nQ: {question}"
+
+    @ragtrace.generator(model="m")
+    def llm(prompt: str) -> dict:
+        return {"choices": [{"message": {"content": "beta [1]"}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 20, "completion_tokens": 3}, "model": "m-1"}
+
+    with ragtrace.rag_pipeline("decorated-all") as run:
+        encode(["q"])
+        hits = search("q")
+        kept = rerank("q", hits)
+        prompt = build("q", [d for d, _ in kept])
+        out = llm(prompt)
+    assert out["model"] == "m-1"
+    assert spans.one("embed").attributes[names.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] == 8
+    rr = spans.one("rerank").attributes
+    assert list(rr[names.RAG_RERANK_INPUT_IDS]) == ["a", "b"]
+    assert list(rr[names.RAG_RERANK_OUTPUT_IDS]) == ["b"]
+    assert list(rr[names.RAG_RERANK_OUTPUT_SCORES]) == [3.2]
+    assemble = spans.one("assemble").attributes
+    assert assemble[names.RAG_CONTEXT_INCLUSION_METHOD] == "located"
+    assert list(assemble[names.RAG_CONTEXT_CHUNK_IDS]) == ["b"]
+    assert list(assemble[names.RAG_CONTEXT_LABELS]) == ["1"]
+    assert list(assemble[names.RAG_CONTEXT_DROPPED_REASONS]) == ["reranked_out"]
+    generate = spans.one("generate").attributes
+    assert generate[names.GEN_AI_USAGE_INPUT_TOKENS] == 20
+    assert generate[names.GEN_AI_USAGE_OUTPUT_TOKENS] == 3
+    assert generate[names.GEN_AI_RESPONSE_MODEL] == "m-1"
+    assert list(generate[names.GEN_AI_RESPONSE_FINISH_REASONS]) == ["stop"]
+    assert run.metrics["cited"] == 1 and run.metrics["recall_proxy"] == 0.5
+
+
+def test_tracing_off_calls_straight_through():
+    # no configure(), no global provider installed by the test suite
+    assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    before = otel_context.get_current()
+    assert search("q") == DOCS[:2]
+    assert list(stream_answer("p")) == ["alpha ", "[1]"]
+    assert asyncio.run(asearch("q")) == DOCS
+    assert otel_context.get_current() == before
+
+
+def test_tracing_off_pipeline_still_measures():
+    with ragtrace.rag_pipeline("off") as run:
+        search("q")
+        with ragtrace.assemble() as ctx:
+            ctx.add(DOCS[0])
+        with ragtrace.generate() as g:
+            g.record("[1]")
+    assert run.metrics["recall_proxy"] == 0.5
+
+
+def test_decorator_rejects_positional_options():
+    with pytest.raises(TypeError):
+        ragtrace.retriever("kb")  # type: ignore[arg-type]
+
+
+def test_concurrent_tasks(spans):
+    async def main():
+        return await asyncio.gather(*(asearch(f"q{i}") for i in range(20)))
+
+    assert all(r == DOCS for r in asyncio.run(main()))
+    assert len(spans.by_stage("retrieve")) == 20
