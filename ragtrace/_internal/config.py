@@ -205,5 +205,12 @@ def telemetry_on(explicit: trace.TracerProvider | None = None) -> bool:
     """False when no provider is configured anywhere: decorators then call straight through."""
     if explicit is not None or _config.tracer_provider is not None or _config.meter_provider is not None:
         return True
-    return not isinstance(trace.get_tracer_provider(), (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
+    if not isinstance(trace.get_tracer_provider(), (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
+        return True
+    return not meter_provider_unset(metrics.get_meter_provider())
+
+
+def meter_provider_unset(provider: metrics.MeterProvider) -> bool:
+    """True for the API's placeholder provider: no SDK installed, so there is nothing to record."""
+    return type(provider).__name__ in ("_ProxyMeterProvider", "NoOpMeterProvider")
 

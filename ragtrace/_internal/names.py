@@ -168,6 +168,15 @@ def metric_attribute(metric: str) -> str:
     return RAG_METRICS_PREFIX + metric
 
 
+# --- OpenTelemetry metrics ---------------------------------------------------------------------
+METRIC_OPERATION_DURATION: Final = "gen_ai.client.operation.duration"
+METRIC_RETRIEVAL_TOP_SCORE: Final = "rag.retrieval.top_score"
+METRIC_CONTEXT_TOKENS: Final = "rag.context.tokens"
+METRIC_RECALL_PROXY_HISTOGRAM: Final = "rag.recall_proxy"
+METRIC_CONTEXT_PRECISION_HISTOGRAM: Final = "rag.context_precision"
+METRIC_EMPTY_RETRIEVALS: Final = "rag.retrieval.empty"
+RAG_PIPELINE_VERSION: Final = "rag.pipeline.version"
+
 # --- OpenInference ----------------------------------------------------------------------------
 OI_SPAN_KIND: Final = "openinference.span.kind"
 OI_KIND_CHAIN: Final = "CHAIN"

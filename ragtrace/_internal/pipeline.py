@@ -13,7 +13,7 @@ from opentelemetry import trace
 
 from . import config as config_module
 from . import figures as figures_module
-from . import names, state as state_module
+from . import names, otel_metrics, state as state_module
 from .guard import guard
 from .redaction import Redactor
 from .stages import Stage, _as_text, query_hash, set_figures
@@ -74,7 +74,18 @@ class RagPipeline(Stage):
         return attributes
 
     def find_state(self) -> state_module.PipelineState:
-        return state_module.PipelineState(self.config)
+        state = state_module.PipelineState(self.config)
+        version = self.attributes.get("version")
+        state.labels = {names.GEN_AI_WORKFLOW_NAME: self.name}
+        if isinstance(version, (str, int)):
+            state.labels[names.RAG_PIPELINE_VERSION] = version
+        return state
+
+    def record_stage_metrics(self, found: otel_metrics.Instruments, labels: dict[str, Any]) -> None:
+        if names.METRIC_RECALL_PROXY in self.metrics:
+            found.recall_proxy.record(self.metrics[names.METRIC_RECALL_PROXY], labels)
+        if names.METRIC_CONTEXT_PRECISION in self.metrics:
+            found.context_precision.record(self.metrics[names.METRIC_CONTEXT_PRECISION], labels)
 
     def on_open(self) -> None:
         self.set_query(self.query)

@@ -8,6 +8,7 @@ own exceptions are recorded on the span and pass through untouched.
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -17,7 +18,7 @@ from opentelemetry.trace import Span, SpanKind
 
 from . import config as config_module
 from . import figures as figures_module
-from . import names, state as state_module
+from . import names, otel_metrics, state as state_module
 from .assembly import ContextBuilder, ContextRecord, Labeller, Prompt, locate
 from .chunks import Accessors, Chunk, NO_ACCESSORS, normalize
 from .citations import CitationPattern, CitationResult, parse_citations
@@ -43,6 +44,7 @@ class Stage:
         self.state: state_module.PipelineState | None = None
         self._token: object | None = None
         self._closed = False
+        self._started = 0.0
 
     # -- lifecycle -------------------------------------------------------------------------------
     def span_name(self) -> str:
@@ -53,6 +55,7 @@ class Stage:
         return {}
 
     def open(self) -> None:
+        self._started = time.perf_counter()
         with guard("span start"):
             start = {names.RAG_STAGE: self.stage, names.GEN_AI_OPERATION_NAME: self.operation}
             start.update(self.start_attributes())
@@ -96,10 +99,35 @@ class Stage:
                 record_error(self.span, error, self.config.content)
         with guard(f"{self.stage} bookkeeping"):
             self.on_close()
+        with guard("metrics"):
+            self._record_metrics(error)
         with guard("span end"):
             if self.attrs is not None:
                 self.attrs.reassert()
             self.span.end()
+
+    def _record_metrics(self, error: BaseException | None) -> None:
+        found = otel_metrics.instruments(self.config)
+        if found is None:
+            return
+        labels = otel_metrics.labels(
+            self.state.labels if self.state is not None else {},
+            **{
+                names.GEN_AI_OPERATION_NAME: self.operation,
+                names.RAG_STAGE: self.stage,
+                names.ERROR_TYPE: type(error).__qualname__ if error is not None else None,
+            },
+            **self.metric_labels(),
+        )
+        found.duration.record(time.perf_counter() - self._started, labels)
+        self.record_stage_metrics(found, labels)
+
+    def metric_labels(self) -> dict[str, Any]:
+        """Bounded, stage-specific metric attributes (model, provider, data source)."""
+        return {}
+
+    def record_stage_metrics(self, found: otel_metrics.Instruments, labels: dict[str, Any]) -> None:
+        """Stage-specific histograms and counters beyond the duration."""
 
     # -- context manager protocol ----------------------------------------------------------------
     def __enter__(self) -> Any:
@@ -169,6 +197,9 @@ class Embed(Stage):
             attributes[names.OI_EMBEDDING_MODEL_NAME] = self.model
         return attributes
 
+    def metric_labels(self) -> dict[str, Any]:
+        return {names.GEN_AI_REQUEST_MODEL: self.model, names.GEN_AI_PROVIDER_NAME: self.provider}
+
     def record(
         self,
         vectors: Any = None,
@@ -229,6 +260,7 @@ class Retrieve(Stage):
         super().__init__(**kwargs)
         self.query, self.data_source, self.top_k, self.accessors = query, data_source, top_k, accessors
         self.chunks: list[Chunk] = []
+        self.recorded = False
 
     def span_name(self) -> str:
         return f"{self.operation} {self.data_source}" if self.data_source else str(self.operation)
@@ -241,6 +273,17 @@ class Retrieve(Stage):
 
     def on_open(self) -> None:
         self.set_query(self.query)
+
+    def metric_labels(self) -> dict[str, Any]:
+        return {names.GEN_AI_DATA_SOURCE_ID: self.data_source}
+
+    def record_stage_metrics(self, found: otel_metrics.Instruments, labels: dict[str, Any]) -> None:
+        if not self.recorded:
+            return
+        if not self.chunks:
+            found.empty_retrievals.add(1, labels)
+        elif self.chunks[0].score is not None:
+            found.top_score.record(self.chunks[0].score, labels)
 
     def set_query(self, query: Any) -> None:
         text = _as_text(query)
@@ -264,6 +307,7 @@ class Retrieve(Stage):
                 canonical = self.state.add_retrieval(chunks, normalized.unreadable)
                 chunks = [c if c.id == k.id else _with_id(c, k.id) for c, k in zip(chunks, canonical)]
             self.chunks = chunks
+            self.recorded = True
             self._attributes(chunks, normalized.unreadable)
 
     def _attributes(self, chunks: list[Chunk], unreadable: int) -> None:
@@ -343,6 +387,9 @@ class Rerank(Stage):
 
     def on_open(self) -> None:
         self.set_query(self.query)
+
+    def metric_labels(self) -> dict[str, Any]:
+        return {names.GEN_AI_REQUEST_MODEL: self.model, names.GEN_AI_PROVIDER_NAME: self.provider}
 
     def set_query(self, query: Any) -> None:
         text = _as_text(query)
@@ -481,6 +528,10 @@ class Assemble(Stage):
         self.record_ = record
         self._attributes(record)
 
+    def record_stage_metrics(self, found: otel_metrics.Instruments, labels: dict[str, Any]) -> None:
+        if self.record_ is not None:
+            found.context_tokens.record(self.record_.total_tokens, labels)
+
     def _attributes(self, record: ContextRecord) -> None:
         attrs = self.attrs
         if attrs is None or not attrs.recording:
@@ -587,6 +638,9 @@ class Generate(Stage):
             attributes[names.OI_LLM_MODEL_NAME] = self.model
             attributes[names.OI_LLM_PROVIDER] = self.provider
         return attributes
+
+    def metric_labels(self) -> dict[str, Any]:
+        return {names.GEN_AI_REQUEST_MODEL: self.model, names.GEN_AI_PROVIDER_NAME: self.provider}
 
     @property
     def is_answer(self) -> bool:

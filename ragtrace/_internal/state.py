@@ -12,6 +12,7 @@ import threading
 from collections import OrderedDict
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from opentelemetry.trace import Span
 
@@ -33,6 +34,7 @@ class PipelineState:
     answers: list[Answer] = field(default_factory=list)
     answer_text: str | None = None
     unreadable: int = 0
+    labels: dict[str, Any] = field(default_factory=dict)  # bounded metric labels of the pipeline
     _ids_by_hash: dict[str, str] = field(default_factory=dict)
 
     def add_retrieval(self, chunks: list[Chunk], unreadable: int) -> list[Chunk]:
