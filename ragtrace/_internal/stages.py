@@ -24,7 +24,7 @@ from .chunks import Accessors, Chunk, NO_ACCESSORS, normalize
 from .citations import CitationPattern, CitationResult, parse_citations
 from .config import Config
 from .guard import call_guarded, guard, warn_once
-from .spans import Attributes, finite_or_nan, message_text, messages_json, record_error
+from .spans import Attributes, finite_or_nan, message_text, messages_json, record_error, trim_text
 from .tokens import Tokenizer
 
 
@@ -342,11 +342,15 @@ def _with_id(chunk: Chunk, chunk_id: str) -> Chunk:
 def _oi_documents(stage: Stage, prefix: str, chunks: Sequence[Chunk]) -> None:
     """OpenInference's flattened document list, capped so the attribute limit is not exhausted."""
     assert stage.attrs is not None
+    policy, limit = stage.config.content, stage.config.max_content_chars
+    values: dict[str, Any] = {}
     for index, chunk in enumerate(chunks[: stage.config.max_documents]):
-        stage.attrs.set(names.indexed(prefix, index, names.OI_DOCUMENT_ID), chunk.id)
-        if chunk.score is not None:
-            stage.attrs.set(names.indexed(prefix, index, names.OI_DOCUMENT_SCORE), chunk.score)
-        stage._content(names.indexed(prefix, index, names.OI_DOCUMENT_CONTENT), chunk.content)
+        values[names.indexed(prefix, index, names.OI_DOCUMENT_ID)] = chunk.id
+        values[names.indexed(prefix, index, names.OI_DOCUMENT_SCORE)] = chunk.score
+        content = policy.text(chunk.content) if chunk.content is not None else None
+        if content is not None:
+            values[names.indexed(prefix, index, names.OI_DOCUMENT_CONTENT)] = trim_text(content, limit)
+    stage.attrs.set_many(values)
 
 
 # --- rerank -----------------------------------------------------------------------------------
