@@ -1,0 +1,34 @@
+"""Renders docs/attributes.md from the ``ATTRIBUTES`` table in names.py.
+
+Regenerate with ``python -m ragtrace._internal.reference > docs/attributes.md``; a test fails when
+the page and the constants drift apart.
+"""
+
+from __future__ import annotations
+
+from .names import ATTRIBUTES
+
+HEADER = """# Attribute reference
+
+Generated from `ragtrace/_internal/names.py` (`python -m ragtrace._internal.reference > docs/attributes.md`);
+a test fails when this page and the code drift apart.
+
+*Content* attributes carry user text (queries, chunks, prompts, completions). They pass through the
+content policy: recorded in `full` mode (after the optional redactor), never in `redact` or `hash`
+mode. Everything else is ids, scores, counts, positions, names or figures and is always recorded.
+
+| attribute | type | stages | content | meaning |
+|---|---|---|---|---|
+"""
+
+
+def render() -> str:
+    rows = [
+        f"| `{a.key}` | {a.type} | {a.stages} | {'yes' if a.content else ''} | {a.description} |"
+        for a in ATTRIBUTES
+    ]
+    return HEADER + "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":
+    print(render(), end="")
