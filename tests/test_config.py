@@ -1,0 +1,157 @@
+"""configure(): exporters, providers, precedence, and clear errors at set-up time."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import ragtrace
+from ragtrace._internal import config
+
+
+@pytest.fixture
+def global_provider_slot(monkeypatch):
+    """Lets a test install a global TracerProvider and takes it away afterwards."""
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", None)
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER_SET_ONCE", trace.Once())
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"exporter": "zipkin"}, ValueError),
+        ({"exporter": "jsonl:"}, ValueError),
+        ({"exporter": 42}, TypeError),
+        ({"capture_content": "everything"}, ValueError),
+        ({"capture_content": True}, TypeError),
+        ({"service_name": 3}, TypeError),
+        ({"tracer_provider": "provider"}, TypeError),
+        ({"meter_provider": object()}, TypeError),
+        ({"redactor": "not callable"}, TypeError),
+        ({"openinference": "yes"}, TypeError),
+        ({"max_documents": -1}, ValueError),
+        ({"tokenizer": object()}, TypeError),
+        ({"exporter": "console", "tracer_provider": TracerProvider()}, ValueError),
+    ],
+)
+def test_bad_arguments_raise_at_the_call_site(kwargs, error):
+    with pytest.raises(error):
+        ragtrace.configure(**kwargs)
+    assert config.current() == config.Config()  # nothing half-applied
+
+
+def test_exporter_object_gets_a_provider_installed_globally(global_provider_slot):
+    exporter = InMemorySpanExporter()
+    provider = ragtrace.configure(service_name="svc", exporter=exporter, batch=False)
+    assert trace.get_tracer_provider() is provider
+    with ragtrace.retrieve("q") as r:
+        r.record(["a"])
+    (span,) = exporter.get_finished_spans()
+    assert span.resource.attributes["service.name"] == "svc"
+
+
+def test_existing_global_provider_is_never_replaced(global_provider_slot, caplog):
+    app_exporter = InMemorySpanExporter()
+    app_provider = TracerProvider()
+    app_provider.add_span_processor(SimpleSpanProcessor(app_exporter))
+    trace.set_tracer_provider(app_provider)
+    ours = InMemorySpanExporter()
+    with caplog.at_level(logging.WARNING, logger="ragtrace"):
+        provider = ragtrace.configure(exporter=ours, batch=False)
+    assert trace.get_tracer_provider() is app_provider
+    assert provider is not app_provider
+    assert "already has a TracerProvider" in caplog.text
+    with app_provider.get_tracer("app").start_as_current_span("request"):
+        with ragtrace.retrieve("q") as r:
+            r.record(["a"])
+    (span,) = ours.get_finished_spans()
+    (app_span,) = app_exporter.get_finished_spans()
+    assert span.parent.span_id == app_span.context.span_id  # still one trace
+
+
+def test_without_configure_the_global_provider_is_used(global_provider_slot):
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    with ragtrace.rag_pipeline("global"):
+        pass
+    assert [s.name for s in exporter.get_finished_spans()] == ["invoke_workflow global"]
+
+
+def test_explicit_tracer_provider_wins(spans):
+    other = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(other))
+    with ragtrace.retrieve("q", tracer_provider=provider) as r:
+        r.record(["x"])
+    assert len(other.get_finished_spans()) == 1
+    assert spans.all() == []
+
+
+def test_jsonl_exporter_string(tmp_path, global_provider_slot):
+    path = tmp_path / "traces.jsonl"
+    provider = ragtrace.configure(exporter=f"jsonl:{path}")
+    with ragtrace.rag_pipeline("file"):
+        pass
+    provider.force_flush()
+    request = json.loads(path.read_text().splitlines()[0])
+    (span,) = request["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    assert span["name"] == "invoke_workflow file"
+
+
+def test_otlp_exporter_string(global_provider_slot, monkeypatch):
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    provider = ragtrace.configure(exporter="otlp")
+    processor = provider._active_span_processor._span_processors[0]
+    exporter = processor._batch_processor._exporter
+    assert type(exporter).__name__ == "OTLPSpanExporter"
+    assert exporter._endpoint == "http://127.0.0.1:9/v1/traces"
+    provider.shutdown()
+
+
+def test_console_exporter_prints_a_tree(global_provider_slot, capsys):
+    ragtrace.configure(exporter="console")
+    with ragtrace.rag_pipeline("console-demo"):
+        with ragtrace.retrieve("q", data_source="kb") as r:
+            r.record(["one", "two"])
+    out = capsys.readouterr().out
+    assert "invoke_workflow console-demo" in out
+    assert "└─ retrieval kb" in out
+    assert "2 chunks" in out
+
+
+def test_capture_content_precedence(monkeypatch):
+    monkeypatch.setenv("RAGTRACE_CAPTURE_CONTENT", "redact")
+    config.reset()
+    assert config.current().content.mode == "redact"
+    ragtrace.configure(capture_content="full")
+    assert config.current().content.mode == "full"
+    ragtrace.configure()
+    assert config.current().content.mode == "redact"
+
+
+def test_pipeline_override_of_content_mode(spans):
+    with ragtrace.rag_pipeline("p", query="secret question", capture_content="redact"):
+        with ragtrace.retrieve("secret question") as r:
+            r.record(["secret chunk"])
+    for span in spans.all():
+        assert not any("secret" in str(v) for v in span.attributes.values())
+    assert spans.one("pipeline").attributes["rag.content_mode"] == "redact"
+
+
+def test_custom_exporter_subclass_is_accepted():
+    class Dropping(SpanExporter):
+        def export(self, spans):
+            from opentelemetry.sdk.trace.export import SpanExportResult
+
+            return SpanExportResult.SUCCESS
+
+    provider = ragtrace.configure(exporter=Dropping(), batch=False)
+    assert isinstance(provider, TracerProvider)
