@@ -370,6 +370,7 @@ class _Normalized:
                 in_space = False
         self.text = "".join(chars)
         self.origin = origin
+        self.source = text
 
     def span(self, start: int, end: int) -> tuple[int, int]:
         return self.origin[start], self.origin[end - 1] + 1
@@ -382,48 +383,88 @@ def _collapse(text: str) -> str:
 def _find_chunk(content: str, texts: list[tuple[int, str]], indexes: list[_Normalized]) -> tuple[int, int, int, bool] | None:
     if not content.strip():
         return None
-    for message, (_, text) in enumerate(texts):
-        start = _best_occurrence(text, content)
-        if start is not None:
-            return message, start, start + len(content), False
+    hit = _find_in([text for _, text in texts], content)
+    if hit is not None:
+        return hit[0], hit[1], hit[1] + len(content), False
     needle = _collapse(content)
-    for message, index in enumerate(indexes):
-        start = _best_occurrence(index.text, needle)
-        if start is not None:
-            return (message, *index.span(start, start + len(needle)), False)
+    hit = _find_in(indexes, needle)
+    if hit is not None:
+        return (hit[0], *indexes[hit[0]].span(hit[1], hit[1] + len(needle)), False)
     # truncated chunk: the longest prefix (binary search; "found" is monotone in prefix length)
     best: tuple[int, int, int] | None = None
     low, high = min(_MIN_PREFIX_CHARS, len(needle)), len(needle) - 1
     while low <= high:
         middle = (low + high) // 2
-        hit = next(
-            ((m, s) for m, index in enumerate(indexes) if (s := _best_occurrence(index.text, needle[:middle])) is not None),
-            None,
-        )
+        hit = _find_in(indexes, needle[:middle])
         if hit is None:
             high = middle - 1
         else:
             best = (hit[0], hit[1], middle)
             low = middle + 1
-    if best is None or best[2] < _MIN_PREFIX_CHARS:
+    if best is None:
         return None
     message, start, length = best
+    # the prefix may have run on into the prompt's whitespace after the cut: the chunk text ends
+    # at its last non-space character
+    length = len(needle[:length].rstrip())
+    if length < _MIN_PREFIX_CHARS:
+        return None
     return (message, *indexes[message].span(start, start + length), True)
 
 
-def _best_occurrence(text: str, needle: str) -> int | None:
-    """First occurrence right after a label, else the first occurrence at all."""
-    first = text.find(needle)
-    if first < 0:
+def _find_in(texts: Sequence[str | _Normalized], needle: str) -> tuple[int, int] | None:
+    """(text index, start) of the best occurrence in any of the texts; earlier wins a tie.
+    In a whitespace-collapsed text, labels are judged in the original (where lines still exist).
+
+    Chat prompts put instructions in an earlier message than the sources, so a short chunk that
+    also appears there must not be credited to the first message it is in.
+    """
+    best: tuple[int, int, int] | None = None  # (tier, text index, start)
+    for index, text in enumerate(texts):
+        found = _best_occurrence(text, needle) if isinstance(text, str) else _best_occurrence(text.text, needle, text)
+        if found is not None and (best is None or found[1] > best[0]):
+            best = (found[1], index, found[0])
+            if best[0] == _LABEL_OPENS_LINE:
+                break
+    return None if best is None else (best[1], best[2])
+
+
+_NO_LABEL, _LABEL, _LABEL_OPENS_LINE = 0, 1, 2
+_LINE_LEAD = " \t-*>"  # indentation, list bullets and quote marks before a line's label
+_MAX_LINE_LEAD = 16
+
+
+def _best_occurrence(text: str, needle: str, normalized: _Normalized | None = None) -> tuple[int, int] | None:
+    """(start, tier): the first occurrence right after a label that opens a line (``[2] ...``),
+    else right after any label, else the first occurrence at all. Instructions such as
+    ``Cite as [n]. Be concise.`` have a label mid-line, sources have one at the line start."""
+    start = text.find(needle)
+    if start < 0:
         return None
-    start = first
+    best = (start, _NO_LABEL)
     for _ in range(_MAX_OCCURRENCES):
-        if _label_before(text, start):
-            return start
+        tier = _label_tier(text, start) if normalized is None else _label_tier(normalized.source, normalized.origin[start])
+        if tier > best[1]:
+            best = (start, tier)
+            if tier == _LABEL_OPENS_LINE:
+                break
         start = text.find(needle, start + 1)
         if start < 0:
             break
-    return first
+    return best
+
+
+def _label_tier(text: str, start: int) -> int:
+    window_start = max(0, start - 80)
+    match = _LABEL_BEFORE.search(text[window_start:start])
+    if match is None or not (match.group(1) or match.group(2) or "").strip():
+        return _NO_LABEL
+    label_start = window_start + match.start()
+    lead_start = max(0, label_start - _MAX_LINE_LEAD)  # bounded: never scan back a whole line
+    line_start = text.rfind("\n", lead_start, label_start) + 1
+    if not line_start and lead_start:
+        return _LABEL
+    return _LABEL_OPENS_LINE if not text[line_start:label_start].strip(_LINE_LEAD) else _LABEL
 
 
 def _label_before(text: str, start: int) -> str:
