@@ -126,8 +126,10 @@ def record_error(span: Span, error: BaseException, policy: ContentPolicy) -> Non
     if policy.captures and message is not None:
         message = policy.text(message)
     attributes: dict[str, Any] = {_EXC_TYPE: type_name, _EXC_MESSAGE: message or type_name, _EXC_ESCAPED: True}
-    if policy.captures:
-        attributes[_EXC_STACKTRACE] = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    if policy.captures:  # the traceback repeats the message: it passes the redactor too
+        stacktrace = policy.text("".join(traceback.format_exception(type(error), error, error.__traceback__)))
+        if stacktrace is not None:
+            attributes[_EXC_STACKTRACE] = stacktrace
     span.add_event(_EXCEPTION_EVENT, attributes)
     span.set_attribute(names.ERROR_TYPE, type_name)
     span.set_status(Status(StatusCode.ERROR, message or type_name))
