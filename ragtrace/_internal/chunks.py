@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .guard import warn_once
+
 IdOf = Callable[[Any], Any]
 ContentOf = Callable[[Any], Any]
 ScoreOf = Callable[[Any], Any]
@@ -77,7 +79,16 @@ def normalize(items: Any, accessors: Accessors = NO_ACCESSORS, *, start_rank: in
         items = (items,)
     chunks: list[Chunk] = []
     unreadable = 0
-    for item in items:
+    iterator = iter(items)
+    while True:
+        try:
+            item = next(iterator)
+        except StopIteration:
+            break
+        except Exception as error:  # noqa: BLE001 - the caller's iterable failed midway
+            warn_once("iterable", "a result iterable raised %s midway; kept the items read before it", type(error).__name__)
+            unreadable += 1
+            break
         chunk = to_chunk(item, start_rank + len(chunks), accessors)
         if chunk is None:
             unreadable += 1
@@ -172,7 +183,10 @@ def _text(value: Any) -> str | None:
         return str(value)
     if isinstance(value, (Mapping, list, tuple, set)):
         return None  # structures are not text; never guess via repr()
-    return str(value)
+    try:
+        return str(value)
+    except Exception:  # noqa: BLE001 - an object whose __str__ raises has no text we can use
+        return None
 
 
 def _is_number(value: Any) -> bool:
