@@ -8,6 +8,7 @@ exported traces, so online and offline figures can't disagree.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Union
@@ -124,8 +125,9 @@ def compute(
 
 
 def _weighted(cited: Iterable[str], best_rank: dict[str, int]) -> float:
-    total = sum(1.0 / rank for rank in best_rank.values())
-    return sum(1.0 / best_rank[c] for c in cited if c in best_rank) / total
+    # fsum is correctly rounded, so a part can never exceed the whole: the ratio stays <= 1
+    total = math.fsum(1.0 / rank for rank in best_rank.values())
+    return math.fsum(1.0 / best_rank[c] for c in cited if c in best_rank) / total
 
 
 def label(value: float) -> str:
