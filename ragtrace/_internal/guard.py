@@ -1,9 +1,10 @@
 """The never-raise guard around ragtrace's own work.
 
 Instrumentation must never break the host application, so every internal step runs behind
-``guard``: an exception is logged once per (step, exception type) through ``logging`` and
-swallowed. ragtrace's own test suite sets strict mode (``RAGTRACE_STRICT=1`` or
-``set_strict(True)``) so that bugs fail tests instead of hiding behind the guard.
+``guard``: an exception is logged once per fault (exception type and the line that raised it)
+through ``logging`` and swallowed, so one broken dependency reached from several steps warns
+once. ragtrace's own test suite sets strict mode (``RAGTRACE_STRICT=1`` or ``set_strict(True)``)
+so that bugs fail tests instead of hiding behind the guard.
 """
 
 from __future__ import annotations
@@ -34,9 +35,19 @@ def is_strict() -> bool:
     return _strict
 
 
+def _origin(error: BaseException) -> str:
+    """Where the error was raised (its innermost traceback frame), or "" if it never was."""
+    tb = error.__traceback__
+    if tb is None:
+        return ""
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}"
+
+
 def report(step: str, error: BaseException) -> None:
-    """Log an internal error once per (step, type); re-raise it in strict mode."""
-    key = (step, type(error).__name__)
+    """Log an internal error once per fault (type and origin); re-raise it in strict mode."""
+    key = (_origin(error) or step, type(error).__name__)
     with _seen_lock:
         first = key not in _seen
         if first:
@@ -44,7 +55,7 @@ def report(step: str, error: BaseException) -> None:
     if first:
         logger.warning(
             "ragtrace: internal error in %s (%s); the application is unaffected, "
-            "this step's telemetry is skipped. Further %s errors here are not logged.",
+            "this step's telemetry is skipped. Further %s errors from the same place are not logged.",
             step,
             type(error).__name__,
             type(error).__name__,
