@@ -508,12 +508,13 @@ class Assemble(Stage):
             return self.builder.render(template, **variables)
         except Exception as error:  # noqa: BLE001 - a prompt must still come back
             call_guarded("assembly bookkeeping", _raise, error)
-            block, _ = self.builder.context_block()
-            return block
+            # the same prompt, rendered without the bookkeeping that failed
+            return call_guarded("assembly bookkeeping", _render_plain, self.builder, template, variables, default="")  # type: ignore[return-value]
 
     @property
     def prompt(self) -> Prompt:
-        return self.builder.prompt
+        prompt = self.builder._prompt
+        return prompt if prompt is not None else self.render()
 
     def observe(self, chunks: Any, prompt: Any) -> None:
         """For prompts the user built: locate ``chunks`` in ``prompt`` (inclusion_method=located)."""
@@ -545,7 +546,11 @@ class Assemble(Stage):
             names.RAG_CONTEXT_INCLUSION_METHOD: record.method,
             names.RAG_CONTEXT_CHUNK_IDS: [p.chunk_id for p in placements],
             names.RAG_CONTEXT_POSITIONS: [p.position for p in placements],
-            names.RAG_CONTEXT_LABELS: [p.label for p in placements],
+            # a label other than the position or id (a title found in a user-built prompt) is content
+            names.RAG_CONTEXT_LABELS: [
+                p.label if p.label in ("", p.chunk_id, str(p.position)) else self.config.content.text(p.label) or ""
+                for p in placements
+            ],
             names.RAG_CONTEXT_CHAR_STARTS: [p.start for p in placements],
             names.RAG_CONTEXT_CHAR_ENDS: [p.end for p in placements],
             names.RAG_CONTEXT_CHUNK_TOKENS: [p.tokens for p in placements],
@@ -571,6 +576,18 @@ class Assemble(Stage):
 
 def _raise(error: BaseException) -> None:
     raise error
+
+
+def _render_plain(builder: ContextBuilder, template: Any, variables: Mapping[str, Any]) -> Prompt:
+    """What ``ContextBuilder.render`` returns, without its placement bookkeeping."""
+    from .assembly import DEFAULT_TEMPLATE, _render_messages, _render_text
+
+    block, _ = builder.context_block()
+    if template is None:
+        template = DEFAULT_TEMPLATE if "question" in variables else "{context}"
+    if isinstance(template, str):
+        return _render_text(template, block, variables)[0]
+    return _render_messages(template, block, variables)[0]
 
 
 def _messages_text(messages: Any) -> str | None:
@@ -763,7 +780,8 @@ class Generate(Stage):
                     names.RAG_CITATION_IDS: list(citations.cited_ids),
                     names.RAG_CITATION_VALID_COUNT: citations.valid_count,
                     names.RAG_CITATION_INVALID_COUNT: citations.invalid_count,
-                    names.RAG_CITATION_INVALID_LABELS: list(citations.invalid_labels),
+                    # an invalid label is a piece of the completion ("[123-45-6789]"): content
+                    names.RAG_CITATION_INVALID_LABELS: [t for t in map(self.config.content.text, citations.invalid_labels) if t],
                     names.RAG_CITATION_FORMAT: citations.format,
                     names.RAG_CITATION_CONFORMANT: citations.conformant,
                 }
