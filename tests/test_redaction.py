@@ -1,0 +1,600 @@
+"""The content policy: ``full`` / ``redact`` / ``hash``, where it is set, and what it lets through.
+
+Every test plants unique markers in the content it feeds ragtrace and looks for them in what the
+OpenTelemetry SDK received: the finished spans, what span processors saw at start and end, and
+(strongest) every value passed to the SDK's span API at all.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, Tracer
+from opentelemetry.trace import StatusCode
+
+import ragtrace
+from ragtrace._internal import chunks, config, names
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# --- helpers ---------------------------------------------------------------------------------
+def marker(kind: str) -> str:
+    return f"MARK{kind}{uuid.uuid4().hex}"
+
+
+def _pattern(template: str) -> re.Pattern[str]:
+    """An ATTRIBUTES key template as a regex; a ``{a,b}`` group keeps only its content member."""
+    key = re.escape(template).replace(re.escape("{i}"), r"\d+").replace(re.escape("<key>"), r"\w+")
+    key = re.sub(r"\\\{([\w,]+)\\\}", lambda m: "content" if "content" in m.group(1).split(",") else "(" + "|".join(m.group(1).split(",")) + ")", key)
+    return re.compile(key)
+
+
+CONTENT_PATTERNS = [_pattern(info.key) for info in names.ATTRIBUTES if info.content] + [
+    re.compile(re.escape(names.GEN_AI_SYSTEM_INSTRUCTIONS))
+]
+HASH_ONLY = {names.RAG_RETRIEVAL_CONTENT_HASHES, names.RAG_CONTEXT_CONTENT_HASHES}
+
+
+def is_content_key(key: str) -> bool:
+    return any(p.fullmatch(key) for p in CONTENT_PATTERNS)
+
+
+def exported_text(span: ReadableSpan) -> str:
+    """Everything a span carries that an exporter would send, as one searchable string."""
+    parts: list[Any] = [span.name, span.status.description, dict(span.attributes or {})]
+    for event in span.events:
+        parts += [event.name, dict(event.attributes or {})]
+    for link in span.links:
+        parts.append(dict(link.attributes or {}))
+    parts.append(dict(span.resource.attributes))
+    return repr(parts)
+
+
+class Sniffer(SpanProcessor):
+    """A span processor that keeps a text copy of every span at start and at end."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def on_start(self, span: Span, parent_context: Any = None) -> None:
+        self.seen.append(repr((span.name, dict(span.attributes or {}))))
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self.seen.append(exported_text(span))
+
+
+@pytest.fixture
+def sdk_inputs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every value handed to the SDK's span API (start_span, set_attribute(s), add_event...)."""
+    received: list[str] = []
+
+    def wrap(cls: type, name: str) -> None:
+        original = getattr(cls, name)
+
+        def recording(self: Any, *args: Any, **kwargs: Any) -> Any:
+            received.append(repr((name, args, kwargs)))
+            return original(self, *args, **kwargs)
+
+        monkeypatch.setattr(cls, name, recording)
+
+    for method in ("set_attribute", "set_attributes", "add_event", "set_status", "update_name", "record_exception", "add_link"):
+        wrap(Span, method)
+    wrap(Tracer, "start_span")
+    return received
+
+
+def leaked(marks: dict[str, str], texts: list[str]) -> dict[str, str]:
+    joined = "\n".join(texts)
+    return {kind: mark for kind, mark in marks.items() if mark in joined or mark[:16] in joined}
+
+
+class Boom(Exception):
+    pass
+
+
+def new_marks() -> dict[str, str]:
+    kinds = ("query", "chunk1", "chunk2", "chunk3", "meta", "system", "template", "answer", "label", "error", "embed")
+    return {kind: marker(kind) for kind in kinds}
+
+
+def marked_pipeline(marks: dict[str, str], **pipeline_kwargs: Any) -> tuple[ragtrace.RagPipeline, BaseException]:
+    """Every stage, every kind of content, a failing stage and a failing pipeline."""
+    query = f"What is {marks['query']}?"
+    docs = [
+        {"id": "d1", "score": 0.9, "content": f"BM25 ranks {marks['chunk1']}", "metadata": {"title": marks["meta"]}},
+        {"id": "d2", "score": 0.8, "content": f"Dense retrieval {marks['chunk2']}"},
+        {"id": "d3", "score": 0.4, "content": f"Rerankers {marks['chunk3']}"},
+        {"id": "d4", "score": 0.3, "content": f"BM25 ranks {marks['chunk1']}"},  # same text as d1
+    ]
+    error = Boom(f"lookup failed for {marks['error']}")
+    with pytest.raises(Boom) as caught:
+        with ragtrace.rag_pipeline("qa", query=query, query_id="q-1", **pipeline_kwargs) as run:
+            with ragtrace.embed(model="e5", provider="local") as e:
+                e.record([[0.1, 0.2, 0.3]], input_tokens=5, text=f"embed {marks['embed']}")
+            with ragtrace.retrieve(query, data_source="kb", top_k=4) as r:
+                r.record(docs)
+            with ragtrace.rerank(model="bge", query=query, top_n=2) as rr:
+                rr.record([docs[1], docs[0]])
+            with ragtrace.assemble(max_tokens=500) as ctx:
+                for chunk in rr.chunks:
+                    ctx.add(chunk)
+                ctx.drop(docs[2], reason="filtered")
+                prompt = ctx.render(
+                    [
+                        {"role": "system", "content": f"Be brief {marks['system']}"},
+                        {"role": "user", "content": f"{marks['template']}\nSources:\n{{context}}\nQ: {{question}}"},
+                    ],
+                    question=query,
+                )
+            with ragtrace.generate(model="gpt", provider="openai", prompt=prompt) as g:
+                g.record(f"{marks['answer']} [1] [2] [{marks['label']}]", input_tokens=50, output_tokens=9)
+            try:
+                with ragtrace.generate(model="judge", role="grader", prompt=f"grade {marks['answer']}"):
+                    raise Boom(f"grader crashed on {marks['error']}")
+            except Boom:
+                pass
+            raise error
+    assert caught.value is error
+    return run, error
+
+
+def by_stage(spans: list[ReadableSpan]) -> dict[str, list[ReadableSpan]]:
+    found: dict[str, list[ReadableSpan]] = {}
+    for span in spans:
+        found.setdefault(span.attributes[names.RAG_STAGE], []).append(span)
+    return found
+
+
+# --- the three modes -------------------------------------------------------------------------
+def test_full_mode_records_content(spans):
+    marks = new_marks()
+    ragtrace.configure(tracer_provider=spans.provider, capture_content="full")
+    marked_pipeline(marks)
+    found = leaked(marks, [exported_text(s) for s in spans.all()])
+    # metadata values are never exported, not even in full mode; everything else is
+    assert set(found) == set(marks) - {"meta"}
+    stage = by_stage(spans.all())
+    root = stage["pipeline"][0]
+    assert root.attributes[names.RAG_CONTENT_MODE] == "full"
+    assert marks["query"] in root.attributes[names.OI_INPUT_VALUE]
+    retrieve = stage["retrieve"][0].attributes
+    assert marks["query"] in retrieve[names.GEN_AI_RETRIEVAL_QUERY_TEXT]
+    assert marks["chunk1"] in retrieve["retrieval.documents.0.document.content"]
+    answer = next(s for s in stage["generate"] if s.attributes[names.RAG_GENERATION_ROLE] == "answer").attributes
+    assert marks["system"] in answer[names.GEN_AI_INPUT_MESSAGES]
+    assert marks["answer"] in json.loads(answer[names.GEN_AI_OUTPUT_MESSAGES])[0]["parts"][0]["content"]
+    assert list(answer[names.RAG_CITATION_INVALID_LABELS]) == [marks["label"]]
+    event = next(e for e in root.events if e.name == "exception")
+    assert marks["error"] in event.attributes["exception.message"]
+    assert marks["error"] in event.attributes["exception.stacktrace"]
+    assert names.RAG_RETRIEVAL_CONTENT_HASHES not in retrieve
+
+
+@pytest.mark.parametrize("mode", ["redact", "hash"])
+def test_redact_and_hash_modes_record_no_content(spans, sdk_inputs, mode):
+    sniffer = Sniffer()
+    spans.provider.add_span_processor(sniffer)
+    marks = new_marks()
+    ragtrace.configure(tracer_provider=spans.provider, capture_content=mode)
+    marked_pipeline(marks)
+    exported = [exported_text(s) for s in spans.all()]
+    assert len(exported) == 7
+    assert leaked(marks, exported) == {}
+    assert leaked(marks, sniffer.seen) == {}  # processors never see it, at start or at end
+    assert leaked(marks, sdk_inputs) == {}  # it is never even handed to the SDK
+    for span in spans.all():
+        content = [k for k in span.attributes if is_content_key(k)]
+        assert content == [], span.name
+        if mode == "redact":
+            assert not HASH_ONLY & set(span.attributes)
+    root = spans.one("pipeline")
+    assert root.attributes[names.RAG_CONTENT_MODE] == mode
+    assert len(root.attributes[names.RAG_QUERY_HASH]) == 16  # golden-set joins still work
+
+
+@pytest.mark.parametrize("mode", ["redact", "hash"])
+def test_redaction_removes_content_keys_and_nothing_else(spans, mode):
+    ragtrace.configure(tracer_provider=spans.provider, capture_content="full")
+    marked_pipeline(new_marks())
+    full = {s.name + "/" + s.attributes.get(names.RAG_GENERATION_ROLE, ""): s for s in spans.all()}
+    spans.clear()
+    ragtrace.configure(tracer_provider=spans.provider, capture_content=mode)
+    marked_pipeline(new_marks())
+    redacted = {s.name + "/" + s.attributes.get(names.RAG_GENERATION_ROLE, ""): s for s in spans.all()}
+    assert set(full) == set(redacted)
+    for name, span in full.items():
+        kept = set(redacted[name].attributes) - HASH_ONLY
+        assert kept == {k for k in span.attributes if not is_content_key(k)}, name
+        for key in kept - {names.RAG_CONTENT_MODE, names.RAG_QUERY_HASH, names.RAG_CITATION_INVALID_LABELS}:
+            assert redacted[name].attributes[key] == span.attributes[key], (name, key)
+        assert [e.name for e in redacted[name].events] == [e.name for e in span.events]
+        assert redacted[name].status.status_code == span.status.status_code
+
+
+@pytest.mark.parametrize("mode", ["redact", "hash"])
+def test_exception_message_becomes_its_type_name(spans, mode):
+    ragtrace.configure(tracer_provider=spans.provider, capture_content=mode)
+    error = Boom("patient alice@example.com not found")
+    with pytest.raises(Boom) as caught:
+        with ragtrace.rag_pipeline("p"):
+            with ragtrace.retrieve("q"):
+                raise error
+    assert caught.value is error
+    for span in spans.all():
+        assert span.status.status_code == StatusCode.ERROR
+        assert span.status.description == "Boom"
+        (event,) = [e for e in span.events if e.name == "exception"]
+        assert event.attributes["exception.type"] == "Boom"
+        assert event.attributes["exception.message"] == "Boom"
+        assert "exception.stacktrace" not in event.attributes
+        assert span.attributes[names.ERROR_TYPE] == "Boom"
+    assert str(error) == "patient alice@example.com not found"  # the user's exception is untouched
+
+
+def test_hash_mode_adds_short_content_hashes_and_duplicates_stay_visible(spans):
+    ragtrace.configure(tracer_provider=spans.provider, capture_content="hash")
+    docs = [
+        {"id": "a", "content": "same text"},
+        {"id": "b", "content": "other text"},
+        {"id": "c", "content": "same text"},  # duplicate content under another id
+    ]
+    with ragtrace.rag_pipeline("dups") as run:
+        with ragtrace.retrieve("q") as r:
+            r.record(docs)
+        with ragtrace.assemble() as ctx:
+            for d in docs:
+                ctx.add(d)
+    retrieve = spans.one("retrieve").attributes
+    hashes = list(retrieve[names.RAG_RETRIEVAL_CONTENT_HASHES])
+    assert list(retrieve[names.RAG_RETRIEVAL_CHUNK_IDS]) == ["a", "b", "c"]
+    assert hashes == [chunks.content_hash(d["content"]) for d in docs]
+    assert all(re.fullmatch(r"[0-9a-f]{16}", h) for h in hashes)
+    assert hashes[0] == hashes[2] != hashes[1]
+    assemble = spans.one("assemble").attributes
+    # c is a duplicate of a by content, so it does not land
+    assert list(assemble[names.RAG_CONTEXT_CHUNK_IDS]) == ["a", "b"]
+    assert list(assemble[names.RAG_CONTEXT_CONTENT_HASHES]) == hashes[:2]
+    assert list(assemble[names.RAG_CONTEXT_DROPPED_REASONS]) == ["duplicate"]
+    assert run.metrics["duplicate_chunks"] == 1
+    assert spans.one("pipeline").attributes["rag.metrics.duplicate_chunks"] == 1
+    assert not any(is_content_key(k) for s in spans.all() for k in s.attributes)
+
+
+def test_proxies_are_the_same_in_every_mode(spans):
+    results = {}
+    for mode in ("full", "redact", "hash"):
+        spans.clear()
+        ragtrace.configure(tracer_provider=spans.provider, capture_content=mode)
+        run, _ = marked_pipeline(new_marks())
+        root = spans.one("pipeline")
+        figures = {k: v for k, v in root.attributes.items() if k.startswith(names.RAG_METRICS_PREFIX)}
+        evaluations = sorted(
+            (e.attributes["gen_ai.evaluation.name"], e.attributes["gen_ai.evaluation.score.value"])
+            for e in root.events
+            if e.name == "gen_ai.evaluation.result"
+        )
+        results[mode] = (run.metrics, figures, evaluations)
+    assert results["full"][0]["cited"] == 2 and results["full"][0]["recall_proxy"] == 0.5
+    assert results["full"][0]["duplicate_chunks"] == 1
+    assert len(results["full"][2]) == 4
+    assert results["redact"] == results["full"]
+    assert results["hash"] == results["full"]
+
+
+# --- where the policy is set -----------------------------------------------------------------
+def test_per_pipeline_override_both_ways(spans):
+    q1, q2, q3 = marker("q"), marker("q"), marker("q")
+    ragtrace.configure(tracer_provider=spans.provider, capture_content="full")
+    with ragtrace.rag_pipeline("strict", query=q1, capture_content="redact"):
+        with ragtrace.retrieve(q1) as r:
+            r.record([{"id": "a", "content": q1}])
+    assert leaked({"q1": q1}, [exported_text(s) for s in spans.all()]) == {}
+    spans.clear()
+    with ragtrace.retrieve(q2) as r:  # outside the pipeline: the configured policy again
+        r.record([q2])
+    assert q2 in spans.one("retrieve").attributes[names.GEN_AI_RETRIEVAL_QUERY_TEXT]
+    spans.clear()
+    ragtrace.configure(tracer_provider=spans.provider, capture_content="redact")
+    with ragtrace.rag_pipeline("open", query=q3, capture_content="full") as run:
+        with ragtrace.retrieve(q3) as r:
+            r.record([q3])
+    assert run.config.content.mode == "full"
+    assert spans.one("pipeline").attributes[names.RAG_CONTENT_MODE] == "full"
+    assert spans.one("retrieve").attributes[names.GEN_AI_RETRIEVAL_QUERY_TEXT] == q3
+
+
+def test_per_pipeline_override_reaches_decorated_stages(spans):
+    secret = marker("q")
+
+    @ragtrace.retriever(data_source="kb")
+    def search(query: str) -> list[dict]:
+        return [{"id": "a", "content": f"chunk about {query}"}]
+
+    @ragtrace.generator(model="m")
+    def answer(prompt: str) -> str:
+        return f"{prompt} [1]"
+
+    @ragtrace.rag_pipeline("decorated", capture_content="hash")
+    def pipeline(query: str) -> str:
+        docs = search(query)
+        with ragtrace.assemble() as ctx:
+            ctx.add(docs[0])
+        return answer(ctx.prompt)
+
+    ragtrace.configure(tracer_provider=spans.provider, capture_content="full")
+    result = pipeline(secret)
+    assert secret in result
+    assert len(spans.all()) == 4
+    assert leaked({"q": secret}, [exported_text(s) for s in spans.all()]) == {}
+    assert spans.one("pipeline").attributes[names.RAG_CONTENT_MODE] == "hash"
+    assert spans.one("retrieve").attributes[names.RAG_RETRIEVAL_CONTENT_HASHES]
+
+
+@pytest.mark.parametrize(
+    ("ragtrace_env", "otel_env", "expected"),
+    [
+        ("redact", None, "redact"),
+        ("HASH", None, "hash"),
+        (" full ", None, "full"),
+        (None, "NO_CONTENT", "redact"),
+        (None, "false", "redact"),
+        (None, "False", "redact"),
+        (None, "SPAN_ONLY", "full"),
+        (None, "SPAN_AND_EVENT", "full"),
+        (None, "true", "full"),
+        (None, "EVENT_ONLY", "redact"),  # ragtrace emits no content events: nothing on spans
+        ("hash", "SPAN_ONLY", "hash"),  # ragtrace's own variable comes first
+        (None, None, "full"),
+    ],
+)
+def test_environment_sets_the_mode(monkeypatch, ragtrace_env, otel_env, expected):
+    for variable, value in (("RAGTRACE_CAPTURE_CONTENT", ragtrace_env), ("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", otel_env)):
+        if value is None:
+            monkeypatch.delenv(variable, raising=False)
+        else:
+            monkeypatch.setenv(variable, value)
+    config.reset()  # the state at import time
+    assert config.current().content.mode == expected
+    ragtrace.configure()  # configure() without the argument reads the environment too
+    assert config.current().content.mode == expected
+    assert ragtrace.rag_pipeline("p").config.content.mode == expected
+
+
+@pytest.mark.parametrize("env", [("RAGTRACE_CAPTURE_CONTENT", "redact"), ("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "NO_CONTENT")])
+def test_explicit_argument_wins_over_environment(spans, monkeypatch, env):
+    monkeypatch.setenv(*env)
+    config.reset()
+    assert config.current().content.mode == "redact"
+    ragtrace.configure(tracer_provider=spans.provider, capture_content="full")
+    assert config.current().content.mode == "full"
+    ragtrace.configure(tracer_provider=spans.provider)
+    assert config.current().content.mode == "redact"
+    secret = marker("q")
+    with ragtrace.rag_pipeline("p", query=secret, capture_content="full"):
+        pass
+    assert spans.one("pipeline").attributes[names.OI_INPUT_VALUE] == secret
+
+
+def test_unknown_environment_value_is_ignored_with_a_warning(monkeypatch, caplog):
+    monkeypatch.setenv("RAGTRACE_CAPTURE_CONTENT", "everything")
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "NO_CONTENT")
+    with caplog.at_level(logging.WARNING, logger="ragtrace"):
+        config.reset()
+    assert config.current().content.mode == "redact"  # fell through to the OTel variable
+    assert any("RAGTRACE_CAPTURE_CONTENT" in r.getMessage() for r in caplog.records if r.name == "ragtrace")
+
+
+@pytest.mark.parametrize(("value", "error"), [("none", ValueError), ("", ValueError), ("redacted", ValueError), (True, TypeError), (0, TypeError), (["redact"], TypeError)])
+def test_bad_capture_content_raises_at_the_call_site(value, error):
+    with pytest.raises(error):
+        ragtrace.configure(capture_content=value)
+    assert config.current() == config.Config()
+    with pytest.raises(error):
+        ragtrace.rag_pipeline("p", capture_content=value)  # the call, not the `with`
+    with pytest.raises(error):
+
+        @ragtrace.rag_pipeline("p", capture_content=value)
+        def pipeline() -> None:  # pragma: no cover - never defined
+            pass
+
+
+def test_mode_strings_are_normalised(spans):
+    ragtrace.configure(tracer_provider=spans.provider, capture_content=" Redact ")
+    assert config.current().content.mode == "redact"
+    assert ragtrace.rag_pipeline("p", capture_content="HASH").config.content.mode == "hash"
+
+
+# --- the custom redactor ---------------------------------------------------------------------
+EMAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+")
+
+
+def scrub(text: str) -> str:
+    return EMAIL.sub("[email]", text)
+
+
+@pytest.mark.parametrize("where", ["configure", "pipeline"])
+def test_redactor_scrubs_every_content_value_in_full_mode(spans, sdk_inputs, where):
+    emails = [f"user{uuid.uuid4().hex[:8]}@example.com" for _ in range(6)]
+    if where == "configure":
+        ragtrace.configure(tracer_provider=spans.provider, redactor=scrub)
+        pipeline_kwargs: dict[str, Any] = {}
+    else:
+        ragtrace.configure(tracer_provider=spans.provider)
+        pipeline_kwargs = {"redactor": scrub}
+    error = Boom(f"no account for {emails[5]}")
+    with pytest.raises(Boom):
+        with ragtrace.rag_pipeline("support", query=f"reset password for {emails[0]}", **pipeline_kwargs):
+            with ragtrace.retrieve(f"account {emails[0]}") as r:
+                r.record([{"id": "a", "content": f"contact {emails[1]}"}, {"id": "b", "content": "no email here"}])
+            with ragtrace.rerank(query=emails[0]) as rr:
+                rr.record(r.chunks)
+            with ragtrace.assemble() as ctx:
+                for c in rr.chunks:
+                    ctx.add(c)
+                prompt = ctx.render([{"role": "system", "content": f"escalate to {emails[2]}"}, {"role": "user", "content": "{context}"}])
+            with ragtrace.generate(prompt=prompt) as g:
+                g.record(f"Write to {emails[3]} [1] [{emails[4]}]")
+            raise error
+    assert str(error).endswith(emails[5])  # the application's exception is not rewritten
+    texts = [exported_text(s) for s in spans.all()]
+    assert not [e for e in emails if any(e in t for t in texts)]
+    assert not [e for e in emails if any(e in t for t in sdk_inputs)]
+    joined = "\n".join(texts)
+    assert "reset password for [email]" in joined
+    assert "contact [email]" in joined
+    assert "no email here" in joined  # the rest of the content is still recorded
+    event = next(e for e in spans.one("pipeline").events if e.name == "exception")
+    assert event.attributes["exception.message"] == "no account for [email]"
+    assert "exception.stacktrace" not in event.attributes or "[email]" in event.attributes["exception.stacktrace"]
+    assert spans.one("pipeline").status.description == "no account for [email]"
+
+
+def test_redactor_that_raises_fails_closed_with_one_warning(spans, sdk_inputs, caplog):
+    calls = []
+
+    def broken(text: str) -> str:
+        calls.append(text)
+        raise RuntimeError("redactor bug")
+
+    secret = marker("q")
+    ragtrace.configure(tracer_provider=spans.provider, redactor=broken)
+    with caplog.at_level(logging.WARNING, logger="ragtrace"):
+        for _ in range(3):
+            with ragtrace.rag_pipeline("p", query=secret) as run:
+                with ragtrace.retrieve(secret) as r:
+                    r.record([{"id": "a", "content": secret}, {"id": "b", "content": secret + "b"}])
+                with ragtrace.assemble() as ctx:
+                    for c in r.chunks:
+                        ctx.add(c)
+                with ragtrace.generate(prompt=ctx.prompt) as g:
+                    g.record(f"{secret} [1]")
+    assert calls  # it was asked
+    assert leaked({"q": secret}, [exported_text(s) for s in spans.all()]) == {}
+    assert leaked({"q": secret}, sdk_inputs) == {}
+    warnings = [r for r in caplog.records if r.name == "ragtrace"]
+    assert len(warnings) == 1
+    assert "redactor" in warnings[0].getMessage()
+    # only the content was dropped: the structure and the figures are intact
+    assert run.metrics["cited"] == 1 and run.metrics["retrieved"] == 2
+    assert list(spans.by_stage("retrieve")[0].attributes[names.RAG_RETRIEVAL_CHUNK_IDS]) == ["a", "b"]
+
+
+def test_redactor_returning_a_non_string_drops_the_value(spans):
+    secret = marker("q")
+    ragtrace.configure(tracer_provider=spans.provider, redactor=lambda text: None)  # type: ignore[arg-type, return-value]
+    with ragtrace.rag_pipeline("p", query=secret):
+        with ragtrace.retrieve(secret) as r:
+            r.record([secret])
+    assert leaked({"q": secret}, [exported_text(s) for s in spans.all()]) == {}
+    assert len(spans.all()) == 2
+
+
+def test_redactor_is_not_used_outside_full_mode(spans):
+    def never(text: str) -> str:
+        raise AssertionError("the redactor must not see content that is not exported")
+
+    ragtrace.configure(tracer_provider=spans.provider, capture_content="redact", redactor=never)
+    with ragtrace.rag_pipeline("p", query="q"):
+        with ragtrace.retrieve("q") as r:
+            r.record(["text"])
+    assert len(spans.all()) == 2
+
+
+# --- content that hides in non-content attributes ------------------------------------------------
+@pytest.mark.parametrize("mode", ["redact", "hash"])
+def test_invalid_citation_labels_are_not_exported_without_content(spans, mode):
+    """An invalid label is a piece of the completion (``[123-45-6789]``), so it is content."""
+    ragtrace.configure(tracer_provider=spans.provider, capture_content=mode)
+    with ragtrace.rag_pipeline("p") as run:
+        with ragtrace.retrieve() as r:
+            r.record([{"id": "a", "content": "alpha"}])
+        with ragtrace.assemble() as ctx:
+            ctx.add(r.chunks[0])
+        with ragtrace.generate() as g:
+            g.record("alpha [1] [123-45-6789] [acct-4111111111111111]")
+    generate = spans.one("generate").attributes
+    assert list(generate[names.RAG_CITATION_IDS]) == ["a"]
+    assert generate[names.RAG_CITATION_INVALID_COUNT] == 2  # still counted
+    assert run.metrics["invalid_citations"] == 2
+    text = "\n".join(exported_text(s) for s in spans.all())
+    assert "123-45-6789" not in text and "4111111111111111" not in text
+
+
+@pytest.mark.parametrize("mode", ["redact", "hash"])
+def test_located_labels_taken_from_the_prompt_are_content(spans, mode):
+    """A prompt the user built may label chunks with their titles; those are prompt text."""
+    title = marker("title")
+    docs = [{"id": "a", "content": "alpha beta gamma"}, {"id": "b", "content": "delta epsilon zeta"}]
+
+    @ragtrace.assembler
+    def build(question: str, documents: list[dict]) -> str:
+        return f"[{title}] {documents[0]['content']}\n[2] {documents[1]['content']}\n\nQ: {question}"
+
+    ragtrace.configure(tracer_provider=spans.provider, capture_content=mode)
+    with ragtrace.rag_pipeline("p") as run:
+        with ragtrace.retrieve() as r:
+            r.record(docs)
+        prompt = build("why?", docs)
+        with ragtrace.generate(prompt=prompt) as g:
+            g.record(f"gamma [{title}] zeta [2]")
+    assemble = spans.one("assemble").attributes
+    assert assemble[names.RAG_CONTEXT_INCLUSION_METHOD] == "located"
+    assert list(assemble[names.RAG_CONTEXT_CHUNK_IDS]) == ["a", "b"]
+    assert list(assemble[names.RAG_CONTEXT_LABELS])[1] == "2"  # a positional label is not content
+    assert run.metrics["cited"] == 2  # the labels were used in-process before being dropped
+    assert leaked({"title": title}, [exported_text(s) for s in spans.all()]) == {}
+
+
+def test_located_labels_are_kept_in_full_mode(spans):
+    docs = [{"id": "a", "content": "alpha beta gamma"}]
+
+    @ragtrace.assembler
+    def build(documents: list[dict]) -> str:
+        return f"[Guide] {documents[0]['content']}"
+
+    ragtrace.configure(tracer_provider=spans.provider)
+    with ragtrace.rag_pipeline("p"):
+        with ragtrace.retrieve() as r:
+            r.record(docs)
+        build(docs)
+    assert list(spans.one("assemble").attributes[names.RAG_CONTEXT_LABELS]) == ["Guide"]
+
+
+# --- the documentation -------------------------------------------------------------------------
+# Keys whose ATTRIBUTES row says "not content" but which can carry user text, so the policy gates
+# them: invalid citation labels are pieces of the answer; a located label is prompt text.
+POLICY_GATED = {
+    names.RAG_CITATION_INVALID_LABELS: ("yes", "no", "no"),
+    names.RAG_CONTEXT_LABELS: ("yes", "positions and ids", "positions and ids"),
+}
+
+
+def mode_marks(info: names.AttributeInfo) -> tuple[str, str, str]:
+    if info.key in POLICY_GATED:
+        return POLICY_GATED[info.key]
+    if info.key in HASH_ONLY:
+        return ("no", "no", "yes")
+    if not info.content:
+        return ("yes", "yes", "yes")
+    members = re.search(r"\{([\w,]+)\}$", info.key)
+    if members and set(members.group(1).split(",")) - {"content"}:
+        return ("yes", "no content", "no content")
+    return ("yes", "no", "no")
+
+
+def test_redaction_page_lists_every_attribute_with_its_modes():
+    page = (ROOT / "docs" / "redaction.md").read_text()
+    table = page.split("| attribute | full | redact | hash |", 1)[1].split("\n\n", 1)[0]
+    rows = {m.group(1): tuple(c.strip() for c in m.group(2).split("|")) for m in re.finditer(r"^\| `([^`]+)` \|(.*?)\|\s*$", table, re.M)}
+    # the page lists the attributes some mode leaves out; every other one is recorded in all modes
+    expected = {info.key: mode_marks(info) for info in names.ATTRIBUTES if mode_marks(info) != ("yes", "yes", "yes")}
+    assert rows == expected
+    assert "every other attribute" in page.lower()
