@@ -223,7 +223,7 @@ class ContextBuilder:
             head, _, tail = fill(self.chunk_format, {"label": entry.label, "content": marker}).partition(marker)
             start = offset + len(head)
             spans.append((start, start + len(entry.text)))
-            piece = head + entry.text + tail
+            piece = head + entry.text + tail.replace(marker, entry.text)  # {content} used twice
             pieces.append(piece)
             offset += len(piece)
         return "".join(pieces), spans
