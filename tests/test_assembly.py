@@ -490,3 +490,11 @@ def test_locate_is_fast_on_a_long_single_line_prompt():
     assert len(record.placements) == 399
     found = next(p for p in record.placements if p.chunk_id == "s")
     assert prompt[found.start : found.end] == "Be concise."
+
+
+def test_chunk_format_using_content_twice_repeats_the_text_and_points_at_the_first():
+    record = built(A, chunk_format="{content} ({content})").record()
+    # the second {content} must be the text too, never the internal marker; offsets: first copy
+    assert record.prompt == "alpha text (alpha text)"
+    assert "\x00" not in record.prompt
+    assert spans_of(record) == [("a", 0, 10)]
