@@ -13,8 +13,12 @@ prompt template, completion, exception messages) and search every byte Phoenix r
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -346,6 +350,31 @@ def test_llm_input_and_output_mime_types_match_their_values(export: Export) -> N
     assert (node["input"]["mimeType"], node["output"]["mimeType"]) == ("json", "text")
 
 
+ENV_SCRIPT = """
+import ragtrace
+provider = ragtrace.configure(service_name="ragtrace-env", exporter="otlp")
+with ragtrace.rag_pipeline("env-configured", query="q") as run:
+    with ragtrace.retrieve("q", data_source="kb") as r:
+        r.record([{"id": "e1", "score": 0.7, "content": "alpha"}])
+provider.shutdown()
+print(format(run.span.get_span_context().trace_id, "032x"))
+"""
+
+
+def test_configure_exporter_otlp_from_the_environment(export: Export, tmp_path: Path) -> None:
+    """The zero-code route: configure(exporter="otlp") with the standard OTEL_* variables, in a fresh process
+    (it installs a global provider, which must not leak into this one)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "RAGTRACE_"))}
+    env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = export.server.otlp_http_endpoint
+    env["OTEL_RESOURCE_ATTRIBUTES"] = f"{PROJECT_NAME_ATTRIBUTE}={export.project}"
+    done = subprocess.run([sys.executable, "-c", ENV_SCRIPT], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    trace_id = done.stdout.strip()
+    spans = export.server.wait_for_spans(export.project, 2, trace_id=trace_id)
+    assert {s["name"]: s["span_kind"] for s in spans} == {"invoke_workflow env-configured": "CHAIN", "retrieval kb": "RETRIEVER"}
+    retrieve = next(s for s in spans if s["span_kind"] == "RETRIEVER")
+    assert retrieve["attributes"]["retrieval.documents.0.document.id"] == "e1"
+
 # --- the per-document cap and configure(openinference=False) ------------------------------------
 def test_document_cap_and_what_phoenix_fills_in(export: Export) -> None:
     export.configure(max_documents=2)
@@ -617,6 +646,8 @@ def test_no_content_reaches_phoenix(export: Export, mode: str) -> None:
     assert keys_under(g, "llm.input_messages.") == {f"llm.input_messages.{i}.message.role" for i in range(2)}
     assert keys_under(g, "llm.output_messages.") == {"llm.output_messages.0.message.role"}
     assert "gen_ai.input.messages" not in g and "gen_ai.output.messages" not in g and "input.value" not in g
+    # Phoenix fills the LLM output from gen_ai.response.id/model when ragtrace sends no text: not content.
+    assert json.loads(g["output.value"]) == {"id": "chatcmpl-rt-1", "model": "gpt-4o-mini-2024-07-18"}
     assert refused["status_code"] == "ERROR" and refused["status_message"] == "ValueError"
 
     failed_root = by_name["invoke_workflow marked-failing"][0]
