@@ -1,0 +1,570 @@
+"""Streaming OTLP/JSON input: files -> spans -> finished traces, in bounded memory.
+
+Three input shapes, detected per file, each optionally gzipped (detected by magic bytes):
+
+* JSON lines of ``ExportTraceServiceRequest`` objects: ragtrace's ``JsonLinesExporter`` and the
+  OpenTelemetry Collector's file exporter (``{"resourceSpans": [...]}`` per line);
+* a single OTLP/JSON document, one line or pretty-printed: an export request, a list of them, or
+  Phoenix's ``/v1/projects/{p}/spans/otlpv1`` page (``{"data": [span, ...]}`` with snake_case keys,
+  ``null`` for unused value kinds and ints as numbers);
+* any mix of those across files.
+
+Spans are joined by trace id across lines and files. A trace is finished once a root span (no
+parent, or a remote parent) has arrived and ``grace_spans`` more spans have been read (late
+children of a batch still join it), or at the end of input. Pending traces are capped at
+``max_pending_spans`` spans: the oldest are finished early, with a warning, so memory stays flat
+whatever the input size. Attribute values are kept as raw OTLP ``AnyValue`` objects and decoded
+only when asked for (``Span.get``).
+
+Nothing here raises on bad input except for files that can't be opened at all (``InputError``);
+everything else is a warning with ``file:line``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import gzip
+import io
+import json
+import os
+import zlib
+from collections import OrderedDict, deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from .._internal.otlp_json import decode_any_value
+from .diagnostics import Diagnostics, Progress
+
+MAX_LINE_BYTES = 64 * 1024 * 1024  # longer lines are skipped with a warning
+MAX_DOCUMENT_BYTES = 512 * 1024 * 1024  # a single (non-lines) JSON document is parsed whole
+DEFAULT_GRACE_SPANS = 1000
+DEFAULT_MAX_PENDING_SPANS = 100_000
+_FINISHED_MEMORY = 100_000  # finished trace ids remembered, to recognise late spans
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+# opentelemetry.proto.trace.v1.SpanFlags: the parent is known to be remote (span is a local root)
+_REMOTE_PARENT = 0x100 | 0x200
+
+# Phoenix's snake_case AnyValue keys -> OTLP/JSON's camelCase ones
+_SNAKE = {
+    "string_value": "stringValue",
+    "bool_value": "boolValue",
+    "int_value": "intValue",
+    "double_value": "doubleValue",
+    "array_value": "arrayValue",
+    "kvlist_value": "kvlistValue",
+    "bytes_value": "bytesValue",
+}
+_CAMEL = frozenset(_SNAKE.values())
+
+
+class InputError(Exception):
+    """An input file that can't be opened or read at all; the message is one line."""
+
+
+class BadValue(ValueError):
+    """An attribute value that isn't a valid OTLP/JSON AnyValue."""
+
+
+def _camel(value: Any) -> dict[str, Any]:
+    """A snake_case (Phoenix) AnyValue as the camelCase one ``decode_any_value`` reads."""
+    if not isinstance(value, dict):
+        return {}
+    for key, item in value.items():
+        if item is None:
+            continue
+        if key in _CAMEL:
+            return {key: item}
+        camel = _SNAKE.get(key)
+        if camel is None:
+            continue
+        if camel == "arrayValue":
+            return {camel: {"values": [_camel(v) for v in (item or {}).get("values") or ()]}}
+        if camel == "kvlistValue":
+            pairs = [{"key": kv.get("key"), "value": _camel(kv.get("value"))} for kv in (item or {}).get("values") or ()]
+            return {camel: {"values": pairs}}
+        return {camel: item}
+    return {}
+
+
+def decode_value(raw: Any) -> Any:
+    """An OTLP/JSON AnyValue (camelCase, or Phoenix's snake_case) as a Python value."""
+    if not raw:
+        return None
+    try:
+        value = decode_any_value(raw)
+        if value is None:
+            value = decode_any_value(_camel(raw))
+        return value
+    except (ValueError, TypeError, AttributeError, KeyError, binascii.Error, RecursionError) as error:
+        raise BadValue(f"{type(error).__name__}: {error}") from None
+
+
+@dataclass(slots=True, eq=False)
+class Source:
+    """One input file, as named in warnings."""
+
+    name: str
+    diagnostics: Diagnostics
+
+
+@dataclass(slots=True, eq=False)
+class Span:
+    """One span; ``attrs`` maps keys to raw AnyValues (decode with ``get``)."""
+
+    trace_id: str
+    span_id: str
+    parent_id: str
+    name: str
+    start: int
+    end: int
+    attrs: dict[str, Any]
+    events: list[Any] | None
+    local_root: bool
+    source: Source
+    line: int
+
+    @property
+    def where(self) -> str:
+        return f"{self.source.name}:{self.line}"
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The decoded value of attribute ``key``; a bad value is a warning and ``default``."""
+        raw = self.attrs.get(key)
+        if raw is None:
+            return default
+        try:
+            value = decode_value(raw)
+        except BadValue as error:
+            self.source.diagnostics.warn("bad attribute", self.where, f"span {self.span_id}: attribute {key} is not a valid value ({error}); ignored")
+            return default
+        return default if value is None else value
+
+    def has(self, key: str) -> bool:
+        return key in self.attrs
+
+    def event_attributes(self, name: str) -> Iterator[dict[str, Any]]:
+        """The decoded attributes of every event called ``name``."""
+        for event in self.events or ():
+            if isinstance(event, dict) and event.get("name") == name:
+                out = {}
+                for kv in event.get("attributes") or ():
+                    try:
+                        out[kv["key"]] = decode_value(kv.get("value"))
+                    except (BadValue, KeyError, TypeError):
+                        continue
+                yield out
+
+
+@dataclass(slots=True, eq=False)
+class Trace:
+    """The spans of one trace id, in arrival order. ``has_root``: a root span arrived."""
+
+    trace_id: str
+    spans: list[Span]
+    has_root: bool
+    evicted: bool = False
+
+
+@dataclass(slots=True, eq=False)
+class _Pending:
+    spans: list[Span] = field(default_factory=list)
+    root_seen: bool = False
+
+
+@dataclass(slots=True)
+class ReadStats:
+    files: int = 0
+    bytes: int = 0
+    lines: int = 0
+    spans: int = 0
+    traces: int = 0
+    late_spans: int = 0
+    evicted_traces: int = 0
+
+
+def resolve_inputs(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """The files to read, in order: files as given, directories as their sorted visible files.
+
+    Raises ``InputError`` for a path that doesn't exist or can't be read.
+    """
+    files: list[Path] = []
+    for given in paths:
+        path = Path(given)
+        try:
+            if path.is_dir():
+                entries = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
+                if not entries:
+                    raise InputError(f"cannot read {path}: the directory holds no files")
+                files.extend(entries)
+                continue
+            with open(path, "rb"):
+                pass
+        except InputError:
+            raise
+        except OSError as error:
+            raise InputError(f"cannot read {path}: {error.strerror or error}") from None
+        files.append(path)
+    return files
+
+
+def _hex_id(value: Any, hex_length: int) -> str:
+    """Hex ids as they are; base64 ids (protobuf's JSON mapping) converted to hex."""
+    if type(value) is str:
+        if len(value) == hex_length:
+            return value
+        if value and len(value) == 4 * ((hex_length // 2 + 2) // 3):
+            try:
+                return base64.b64decode(value, validate=True).hex()
+            except (binascii.Error, ValueError):
+                return value
+        return value
+    return "" if value is None else str(value)
+
+
+def _nanos(value: Any) -> int:
+    if not value:
+        return 0
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
+class TraceReader:
+    """Iterate finished traces from OTLP/JSON files (see the module docstring)."""
+
+    def __init__(
+        self,
+        paths: Iterable[str | os.PathLike[str]],
+        diagnostics: Diagnostics,
+        *,
+        progress: Progress | None = None,
+        grace_spans: int = DEFAULT_GRACE_SPANS,
+        max_pending_spans: int = DEFAULT_MAX_PENDING_SPANS,
+    ) -> None:
+        self.files = resolve_inputs(paths)
+        self.diagnostics = diagnostics
+        self.progress = progress
+        self.grace_spans = max(0, grace_spans)
+        self.max_pending_spans = max(1, max_pending_spans)
+        self.stats = ReadStats()
+        self._pending: dict[str, _Pending] = {}
+        self._pending_spans = 0
+        self._ready: deque[tuple[int, str]] = deque()
+        self._finished: OrderedDict[str, None] = OrderedDict()
+
+    @staticmethod
+    def total_bytes(files: Iterable[Path]) -> int:
+        total = 0
+        for path in files:
+            try:
+                total += path.stat().st_size
+            except OSError:
+                pass
+        return total
+
+    # -- traces ------------------------------------------------------------------------------------
+    def __iter__(self) -> Iterator[Trace]:
+        for path in self.files:
+            yield from self._read_file(path)
+        for trace_id in list(self._pending):
+            yield self._finish(trace_id)
+
+    def _add(self, raw: Any, source: Source, line: int) -> None:
+        if type(raw) is not dict:
+            self.diagnostics.warn("malformed span", f"{source.name}:{line}", "a span is not a JSON object; skipped")
+            return
+        get = raw.get
+        trace_id = get("traceId")
+        if trace_id is None:
+            trace_id = get("trace_id")
+            span_id = get("span_id")
+            parent_id = get("parent_span_id")
+            start = get("start_time_unix_nano")
+            end = get("end_time_unix_nano")
+        else:
+            span_id = get("spanId")
+            parent_id = get("parentSpanId")
+            start = get("startTimeUnixNano")
+            end = get("endTimeUnixNano")
+        trace_id = _hex_id(trace_id, 32)
+        span_id = _hex_id(span_id, 16)
+        if not trace_id or not span_id:
+            self.diagnostics.warn("malformed span", f"{source.name}:{line}", "a span has no traceId or spanId; skipped")
+            return
+        parent_id = _hex_id(parent_id, 16) if parent_id else ""
+        try:
+            attrs = {kv["key"]: kv.get("value") for kv in get("attributes") or ()}
+        except (KeyError, TypeError, AttributeError):
+            attrs = {}
+            for kv in get("attributes") or ():
+                if isinstance(kv, dict) and isinstance(kv.get("key"), str):
+                    attrs[kv["key"]] = kv.get("value")
+            self.diagnostics.warn("malformed span", f"{source.name}:{line}", f"span {span_id}: malformed attribute entries skipped")
+        flags = get("flags")
+        local_root = not parent_id or (type(flags) is int and flags & _REMOTE_PARENT == _REMOTE_PARENT)
+        name = get("name")
+        span = Span(
+            trace_id,
+            span_id,
+            parent_id,
+            name if type(name) is str else "",
+            _nanos(start),
+            _nanos(end),
+            attrs,
+            get("events") or None,
+            local_root,
+            source,
+            line,
+        )
+        self.stats.spans += 1
+        pending = self._pending.get(trace_id)
+        if pending is None:
+            if trace_id in self._finished:
+                self.stats.late_spans += 1
+                self.diagnostics.warn(
+                    "late span",
+                    span.where,
+                    f"span {span_id} of trace {trace_id} arrived after its trace was finished and reported; "
+                    "it is left out (pass files oldest first, or raise --grace-spans)",
+                )
+                return
+            pending = self._pending[trace_id] = _Pending()
+        pending.spans.append(span)
+        self._pending_spans += 1
+        if local_root and not pending.root_seen:
+            pending.root_seen = True
+            self._ready.append((self.stats.spans + self.grace_spans, trace_id))
+
+    def _flush(self) -> Iterator[Trace]:
+        """Traces whose root arrived long enough ago, then the oldest ones if too many are pending."""
+        ready, seen = self._ready, self.stats.spans
+        while ready and ready[0][0] <= seen:
+            _, trace_id = ready.popleft()
+            if trace_id in self._pending:
+                yield self._finish(trace_id)
+        while self._pending_spans > self.max_pending_spans and self._pending:
+            trace_id = next(iter(self._pending))
+            pending = self._pending[trace_id]
+            if not pending.root_seen:
+                first = pending.spans[0]
+                self.stats.evicted_traces += 1
+                self.diagnostics.warn(
+                    "trace finished early",
+                    first.where,
+                    f"trace {trace_id}: no root span after {self.max_pending_spans:,} pending spans; "
+                    "reported without it (raise --max-pending-spans if its root comes much later)",
+                )
+            yield self._finish(trace_id, evicted=not pending.root_seen)
+
+    def _finish(self, trace_id: str, *, evicted: bool = False) -> Trace:
+        pending = self._pending.pop(trace_id)
+        self._pending_spans -= len(pending.spans)
+        self._finished[trace_id] = None
+        if len(self._finished) > _FINISHED_MEMORY:
+            self._finished.popitem(last=False)
+        self.stats.traces += 1
+        return Trace(trace_id, pending.spans, pending.root_seen, evicted)
+
+    # -- documents ---------------------------------------------------------------------------------
+    def _walk(self, document: Any, source: Source, line: int) -> None:
+        """Every span of one parsed JSON value (an export request, a Phoenix page, a list...)."""
+        if type(document) is list:
+            for item in document:
+                if type(item) is dict and ("traceId" in item or "trace_id" in item):
+                    self._add(item, source, line)
+                else:
+                    self._walk(item, source, line)
+            return
+        if type(document) is not dict:
+            self.diagnostics.warn("not a trace export", f"{source.name}:{line}", "a JSON value that is not an OTLP trace export; skipped")
+            return
+        resource_spans = document.get("resourceSpans")
+        if resource_spans is None:
+            resource_spans = document.get("resource_spans")
+        if resource_spans is not None:
+            for resource in resource_spans or ():
+                scopes = resource.get("scopeSpans")
+                if scopes is None:
+                    scopes = resource.get("scope_spans") or resource.get("instrumentationLibrarySpans") or ()
+                for scope in scopes:
+                    for raw in scope.get("spans") or ():
+                        self._add(raw, source, line)
+            return
+        data = document.get("data")
+        if type(data) is list:  # Phoenix's /spans/otlpv1 page
+            self._walk(data, source, line)
+            return
+        if "traceId" in document or "trace_id" in document:
+            self._add(document, source, line)
+            return
+        if document:
+            self.diagnostics.warn(
+                "not a trace export",
+                f"{source.name}:{line}",
+                "a JSON object without resourceSpans (metrics or logs?); skipped",
+            )
+
+    def _ingest(self, document: Any, source: Source, line: int) -> Iterator[Trace]:
+        try:
+            self._walk(document, source, line)
+        except (AttributeError, TypeError, KeyError) as error:
+            self.diagnostics.warn(
+                "malformed export",
+                f"{source.name}:{line}",
+                f"unexpected structure in an export request ({type(error).__name__}: {error}); the rest of it is skipped",
+            )
+        yield from self._flush()
+
+    # -- files -------------------------------------------------------------------------------------
+    def _open(self, path: Path) -> tuple[IO[bytes], IO[bytes]]:
+        """(stream to read lines from, raw file for the progress position)."""
+        try:
+            raw = open(path, "rb")  # noqa: SIM115 - closed by _read_file
+        except OSError as error:
+            raise InputError(f"cannot read {path}: {error.strerror or error}") from None
+        try:
+            magic = raw.peek(4)[:4] if hasattr(raw, "peek") else b""
+        except OSError as error:
+            raw.close()
+            raise InputError(f"cannot read {path}: {error.strerror or error}") from None
+        if magic.startswith(_GZIP_MAGIC):
+            return gzip.GzipFile(fileobj=raw, mode="rb"), raw  # type: ignore[return-value]
+        if magic.startswith(_ZSTD_MAGIC):
+            raw.close()
+            raise InputError(f"cannot read {path}: zstd-compressed; decompress it first (zstd -d)")
+        return raw, raw
+
+    def _read_file(self, path: Path) -> Iterator[Trace]:
+        stream, raw = self._open(path)
+        source = Source(str(path), self.diagnostics)
+        self.stats.files += 1
+        try:
+            yield from self._read_stream(stream, raw, source)
+        finally:
+            stream.close()
+            raw.close()
+            try:
+                size = path.stat().st_size
+            except OSError:
+                size = 0
+            self.stats.bytes += size
+            if self.progress is not None:
+                self.progress.file_done(size)
+
+    def _read_stream(self, stream: IO[bytes], raw: IO[bytes], source: Source) -> Iterator[Trace]:
+        line_number = 0
+        first = True
+        progress = self.progress
+        loads = json.loads
+        while True:
+            try:
+                line = stream.readline(MAX_LINE_BYTES)
+            except (EOFError, OSError, zlib.error) as error:
+                self.diagnostics.warn(
+                    "truncated file",
+                    f"{source.name}:{line_number + 1}",
+                    f"truncated or corrupt compressed data ({error}); the rest of the file is skipped",
+                )
+                return
+            if not line:
+                return
+            line_number += 1
+            self.stats.lines += 1
+            if len(line) >= MAX_LINE_BYTES and not line.endswith(b"\n"):
+                self.diagnostics.warn(
+                    "huge line",
+                    f"{source.name}:{line_number}",
+                    f"line longer than {MAX_LINE_BYTES // 1_048_576} MiB; skipped",
+                )
+                if not self._skip_rest_of_line(stream, source, line_number):
+                    return
+                continue
+            if first:
+                if not line.strip():
+                    continue
+                first = False
+                try:
+                    document = loads(line)
+                except ValueError:
+                    if line.lstrip()[:1] in (b"{", b"["):
+                        yield from self._read_document(line, stream, source)
+                        return
+                    document = None
+                    self._malformed(source, line_number, line)
+                if document is not None:
+                    yield from self._ingest(document, source, line_number)
+                continue
+            try:
+                document = loads(line)
+            except ValueError:
+                if line.strip():
+                    self._malformed(source, line_number, line)
+                continue
+            yield from self._ingest(document, source, line_number)
+            if progress is not None:
+                progress.update(raw.tell(), self.stats.spans)
+
+    def _skip_rest_of_line(self, stream: IO[bytes], source: Source, line_number: int) -> bool:
+        while True:
+            try:
+                piece = stream.readline(MAX_LINE_BYTES)
+            except (EOFError, OSError, zlib.error):
+                return False
+            if not piece:
+                return False
+            if piece.endswith(b"\n"):
+                return True
+
+    def _malformed(self, source: Source, line_number: int, line: bytes) -> None:
+        try:
+            json.loads(line)
+        except ValueError as error:
+            reason = str(error).split(": line")[0] if not isinstance(error, UnicodeDecodeError) else "not UTF-8"
+            column = getattr(error, "colno", None)
+            at = f" at column {column}" if column else ""
+        else:  # pragma: no cover - only called for lines that failed to parse
+            return
+        self.diagnostics.warn("malformed line", f"{source.name}:{line_number}", f"not valid JSON ({reason}{at}); line skipped")
+
+    def _read_document(self, first_line: bytes, stream: IO[bytes], source: Source) -> Iterator[Trace]:
+        """The file is one JSON document spread over several lines (e.g. pretty-printed)."""
+        try:
+            rest = stream.read(MAX_DOCUMENT_BYTES)
+        except (EOFError, OSError, zlib.error) as error:
+            self.diagnostics.warn("truncated file", f"{source.name}:1", f"truncated or corrupt compressed data ({error}); file skipped")
+            return
+        text = first_line + rest
+        if len(text) > MAX_DOCUMENT_BYTES:
+            self.diagnostics.warn(
+                "huge document",
+                f"{source.name}:1",
+                f"a single JSON document larger than {MAX_DOCUMENT_BYTES // 1_048_576} MiB; file skipped (use JSON lines)",
+            )
+            return
+        self.stats.lines += text.count(b"\n")
+        try:
+            document = json.loads(text)
+        except ValueError as error:
+            where = f"{source.name}:{getattr(error, 'lineno', 1)}"
+            self.diagnostics.warn(
+                "malformed document",
+                where,
+                f"neither JSON lines nor one JSON document ({str(error).split(': line')[0]}); reading it line by line",
+            )
+            for number, line in enumerate(io.BytesIO(text), start=1):
+                if not line.strip():
+                    continue
+                try:
+                    parsed = json.loads(line)
+                except ValueError:
+                    self._malformed(source, number, line)
+                    continue
+                yield from self._ingest(parsed, source, number)
+            return
+        yield from self._ingest(document, source, 1)

@@ -1,0 +1,96 @@
+"""``ragtrace report``: read traces, score every pipeline run, aggregate, recommend, gate.
+
+The reading, the per-run rows and the aggregation are streaming; only the worst ``rows`` runs
+are kept in memory. For ``--json`` every row is spooled to a temporary file (memory up to 8 MB,
+then disk) and copied into the output at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import IO
+
+from .aggregate import DEFAULT_GROUP_BY, Aggregator
+from .diagnostics import Diagnostics, Progress, wants_progress
+from .reader import DEFAULT_GRACE_SPANS, DEFAULT_MAX_PENDING_SPANS, ReadStats, TraceReader
+from .render import row_record
+from .settings import Settings
+from .traces import Row, rows_of
+
+_SPOOL_BYTES = 8 * 1024 * 1024
+
+
+@dataclass
+class ReadOptions:
+    grace_spans: int = DEFAULT_GRACE_SPANS
+    max_pending_spans: int = DEFAULT_MAX_PENDING_SPANS
+    progress: bool | None = None  # None: automatic (large input on a terminal)
+
+
+@dataclass
+class ReportResult:
+    stats: ReadStats
+    aggregator: Aggregator
+    settings: Settings
+    runs: int = 0
+    spool: IO[str] | None = None  # JSON lines, one row record per run (only with keep_rows)
+    gate_failures: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+
+
+def open_reader(paths: Iterable[str], diagnostics: Diagnostics, options: ReadOptions) -> TraceReader:
+    """A reader over ``paths`` (raises InputError for unreadable files), with a progress bar if due."""
+    reader = TraceReader(paths, diagnostics, grace_spans=options.grace_spans, max_pending_spans=options.max_pending_spans)
+    total = TraceReader.total_bytes(reader.files)
+    if wants_progress(total, options.progress, diagnostics.stream):
+        reader.progress = diagnostics.progress = Progress(total, diagnostics.stream)
+    return reader
+
+
+def iter_rows(reader: TraceReader, diagnostics: Diagnostics) -> Iterator[Row]:
+    """Every pipeline run of every trace; a trace that breaks the rebuild is a warning, not a crash."""
+    for trace in reader:
+        try:
+            rows = rows_of(trace)
+        except Exception as error:  # noqa: BLE001 - one odd trace must not end the report
+            first = trace.spans[0]
+            diagnostics.warn(
+                "unreadable trace",
+                first.where,
+                f"trace {trace.trace_id} could not be read ({type(error).__name__}: {error}); left out",
+            )
+            continue
+        yield from rows
+
+
+def run_report(
+    paths: Iterable[str],
+    settings: Settings,
+    diagnostics: Diagnostics,
+    *,
+    options: ReadOptions | None = None,
+    group_by: Iterable[str] = DEFAULT_GROUP_BY,
+    rows: int = 25,
+    keep_rows: bool = False,
+) -> ReportResult:
+    reader = open_reader(paths, diagnostics, options or ReadOptions())
+    aggregator = Aggregator(settings.thresholds, group_by=group_by, rows=rows, min_traces=settings.min_traces)
+    result = ReportResult(reader.stats, aggregator, settings, files=[str(p) for p in reader.files])
+    spool = tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES, mode="w+", encoding="utf-8") if keep_rows else None
+    try:
+        for row in iter_rows(reader, diagnostics):
+            row_verdict = aggregator.add(row)
+            result.runs += 1
+            if spool is not None:
+                spool.write(json.dumps(row_record(row, row_verdict), ensure_ascii=False, allow_nan=False))
+                spool.write("\n")
+    finally:
+        if reader.progress is not None:
+            reader.progress.finish()
+            diagnostics.progress = None
+    result.spool = spool
+    result.gate_failures = aggregator.gate(settings.fail_under)
+    return result
