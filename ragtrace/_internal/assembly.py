@@ -297,28 +297,35 @@ def locate(chunks: Sequence[Chunk], prompt: Any, tokenizer: Tokenizer = DEFAULT_
     Tries an exact match, then a whitespace-insensitive match, then the longest matching prefix
     (a truncated chunk). Occurrences right after a label such as ``[2]`` are preferred, so short
     chunks that also appear in the instructions aren't credited to the instructions.
+
+    Longer chunks are matched first and no two chunks share prompt text: a chunk whose text also
+    sits inside a longer chunk's text is credited at its own occurrence, and is a duplicate when
+    that is the only one.
     """
     texts = _prompt_texts(prompt)
-    found: list[tuple[int, int, int, bool, Chunk]] = []  # (message, start, end, truncated, chunk)
-    dropped: list[Drop] = []
+    outcomes: list[Drop | tuple[int, int, int, bool, Chunk] | None] = [None] * len(chunks)
     seen_ids: set[str] = set()
-    taken: set[tuple[int, int]] = set()
-    indexes = [_Normalized(text) for _, text in texts]
-    for chunk in chunks:
+    pending: list[int] = []
+    for number, chunk in enumerate(chunks):
         if chunk.id in seen_ids:
-            dropped.append(Drop(chunk.id, names.DROP_DUPLICATE))
-            continue
-        seen_ids.add(chunk.id)
-        hit = _find_chunk(chunk.content or "", texts, indexes)
+            outcomes[number] = Drop(chunk.id, names.DROP_DUPLICATE)
+        else:
+            seen_ids.add(chunk.id)
+            pending.append(number)
+    pending.sort(key=lambda number: -len(chunks[number].content or ""))  # stable: ties keep input order
+    indexes = [_Normalized(text) for _, text in texts]
+    taken: list[tuple[int, int, int]] = []  # (text index, start, end) already credited
+    for number in pending:
+        chunk = chunks[number]
+        hit = _find_chunk(chunk.content or "", texts, indexes, taken)
         if hit is None:
-            dropped.append(Drop(chunk.id, names.DROP_NOT_FOUND))
+            shared = taken and _find_chunk(chunk.content or "", texts, indexes, []) is not None
+            outcomes[number] = Drop(chunk.id, names.DROP_DUPLICATE if shared else names.DROP_NOT_FOUND)
             continue
-        if (hit[0], hit[1]) in taken:
-            dropped.append(Drop(chunk.id, names.DROP_DUPLICATE))
-            continue
-        taken.add((hit[0], hit[1]))
-        found.append((*hit, chunk))
-    found.sort(key=lambda item: (item[0], item[1]))
+        taken.append(hit[:3])
+        outcomes[number] = (*hit, chunk)
+    dropped = [o for o in outcomes if isinstance(o, Drop)]
+    found = sorted((o for o in outcomes if isinstance(o, tuple)), key=lambda item: (item[0], item[1]))
     is_chat = not isinstance(prompt, str)
     placements = []
     for position, (message, start, end, truncated, chunk) in enumerate(found, start=1):
@@ -380,14 +387,16 @@ def _collapse(text: str) -> str:
     return " ".join(text.split())
 
 
-def _find_chunk(content: str, texts: list[tuple[int, str]], indexes: list[_Normalized]) -> tuple[int, int, int, bool] | None:
+def _find_chunk(
+    content: str, texts: list[tuple[int, str]], indexes: list[_Normalized], taken: Sequence[tuple[int, int, int]] = ()
+) -> tuple[int, int, int, bool] | None:
     if not content.strip():
         return None
-    hit = _find_in([text for _, text in texts], content)
+    hit = _find_in([text for _, text in texts], content, taken)
     if hit is not None:
         return hit[0], hit[1], hit[1] + len(content), False
     needle = _collapse(content)
-    hit = _find_in(indexes, needle)
+    hit = _find_in(indexes, needle, taken)
     if hit is not None:
         return (hit[0], *indexes[hit[0]].span(hit[1], hit[1] + len(needle)), False)
     # truncated chunk: the longest prefix (binary search; "found" is monotone in prefix length)
@@ -395,7 +404,7 @@ def _find_chunk(content: str, texts: list[tuple[int, str]], indexes: list[_Norma
     low, high = min(_MIN_PREFIX_CHARS, len(needle)), len(needle) - 1
     while low <= high:
         middle = (low + high) // 2
-        hit = _find_in(indexes, needle[:middle])
+        hit = _find_in(indexes, needle[:middle], taken)
         if hit is None:
             high = middle - 1
         else:
@@ -412,7 +421,7 @@ def _find_chunk(content: str, texts: list[tuple[int, str]], indexes: list[_Norma
     return (message, *indexes[message].span(start, start + length), True)
 
 
-def _find_in(texts: Sequence[str | _Normalized], needle: str) -> tuple[int, int] | None:
+def _find_in(texts: Sequence[str | _Normalized], needle: str, taken: Sequence[tuple[int, int, int]] = ()) -> tuple[int, int] | None:
     """(text index, start) of the best occurrence in any of the texts; earlier wins a tie.
     In a whitespace-collapsed text, labels are judged in the original (where lines still exist).
 
@@ -421,7 +430,11 @@ def _find_in(texts: Sequence[str | _Normalized], needle: str) -> tuple[int, int]
     """
     best: tuple[int, int, int] | None = None  # (tier, text index, start)
     for index, text in enumerate(texts):
-        found = _best_occurrence(text, needle) if isinstance(text, str) else _best_occurrence(text.text, needle, text)
+        occupied = [(start, end) for message, start, end in taken if message == index]
+        if isinstance(text, str):
+            found = _best_occurrence(text, needle, None, occupied)
+        else:
+            found = _best_occurrence(text.text, needle, text, occupied)
         if found is not None and (best is None or found[1] > best[0]):
             best = (found[1], index, found[0])
             if best[0] == _LABEL_OPENS_LINE:
@@ -434,23 +447,30 @@ _LINE_LEAD = " \t-*>"  # indentation, list bullets and quote marks before a line
 _MAX_LINE_LEAD = 16
 
 
-def _best_occurrence(text: str, needle: str, normalized: _Normalized | None = None) -> tuple[int, int] | None:
+def _best_occurrence(
+    text: str, needle: str, normalized: _Normalized | None = None, occupied: Sequence[tuple[int, int]] = ()
+) -> tuple[int, int] | None:
     """(start, tier): the first occurrence right after a label that opens a line (``[2] ...``),
     else right after any label, else the first occurrence at all. Instructions such as
-    ``Cite as [n]. Be concise.`` have a label mid-line, sources have one at the line start."""
+    ``Cite as [n]. Be concise.`` have a label mid-line, sources have one at the line start.
+    Occurrences overlapping ``occupied`` (original-text spans of chunks already credited) are
+    skipped; ``normalized`` maps a whitespace-collapsed ``text`` back to its original."""
+    best: tuple[int, int] | None = None
     start = text.find(needle)
-    if start < 0:
-        return None
-    best = (start, _NO_LABEL)
     for _ in range(_MAX_OCCURRENCES):
-        tier = _label_tier(text, start) if normalized is None else _label_tier(normalized.source, normalized.origin[start])
-        if tier > best[1]:
-            best = (start, tier)
-            if tier == _LABEL_OPENS_LINE:
-                break
-        start = text.find(needle, start + 1)
         if start < 0:
             break
+        if normalized is None:
+            source, begin, end = text, start, start + len(needle)
+        else:
+            source, (begin, end) = normalized.source, normalized.span(start, start + len(needle))
+        if not any(begin < stop and first < end for first, stop in occupied):
+            tier = _label_tier(source, begin)
+            if best is None or tier > best[1]:
+                best = (start, tier)
+                if tier == _LABEL_OPENS_LINE:
+                    break
+        start = text.find(needle, start + 1)
     return best
 
 
