@@ -498,3 +498,32 @@ def test_chunk_format_using_content_twice_repeats_the_text_and_points_at_the_fir
     assert record.prompt == "alpha text (alpha text)"
     assert "\x00" not in record.prompt
     assert spans_of(record) == [("a", 0, 10)]
+
+
+CONTAINED = "[1] Paris is the capital of France.\n[2] Paris is the capital\n"
+# "[1] " -> long 4..35 (31 chars); "\n" 36, "[2] " -> short 40..60 (20 chars)
+
+
+@pytest.mark.parametrize("long_first", [True, False])
+def test_locate_chunk_inside_a_longer_chunk_gets_its_own_occurrence(long_first):
+    long, short = chunk("long", "Paris is the capital of France."), chunk("short", "Paris is the capital")
+    record = locate([long, short] if long_first else [short, long], CONTAINED)
+    assert [(p.chunk_id, p.position, p.label, p.start, p.end) for p in record.placements] == [
+        ("long", 1, "1", 4, 35),
+        ("short", 2, "2", 40, 60),
+    ]
+    assert record.dropped == []
+
+
+def test_locate_chunk_only_inside_a_longer_chunk_is_a_duplicate():
+    prompt = "[1] Paris is the capital of France.\n"
+    record = locate([chunk("short", "Paris is the capital"), chunk("long", "Paris is the capital of France.")], prompt)
+    assert [(p.chunk_id, p.start, p.end) for p in record.placements] == [("long", 4, 35)]
+    assert record.dropped == [Drop("short", "duplicate")]
+
+
+def test_locate_same_text_under_two_ids_placed_twice_is_found_twice():
+    prompt = "[1] alpha text here\n[2] alpha text here\n"
+    # "[1] " -> 4..19; "\n" 20, "[2] " -> 24..39
+    record = locate([chunk("a", "alpha text here"), chunk("a-copy", "alpha text here")], prompt)
+    assert [(p.chunk_id, p.label, p.start, p.end) for p in record.placements] == [("a", "1", 4, 19), ("a-copy", "2", 24, 39)]
