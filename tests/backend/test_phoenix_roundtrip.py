@@ -113,6 +113,7 @@ class Export:
             cumulativeTokenCountTotal numDocuments attributes
             input { value mimeType } output { value mimeType }
             events { name message }
+            spanAnnotations { name } trace { traceAnnotations { name } }
         } } }"""
         answer = self.server.client.request("POST", "/graphql", body={"query": query, "variables": {"id": rest_span["id"]}})
         assert not answer.get("errors"), answer
@@ -332,6 +333,8 @@ def test_full_pipeline_as_phoenix_sees_it(export: Export) -> None:
     assert ui["pipeline"]["output"] == {"value": ANSWER, "mimeType": "text"}
     assert ui["retrieve"]["input"] == {"value": QUERY, "mimeType": "text"}
     assert ui["assemble"]["output"]["mimeType"] == "json"
+    # Phoenix keeps the figures as attributes and events; it does not turn them into annotations.
+    assert ui["pipeline"]["spanAnnotations"] == [] and ui["pipeline"]["trace"] == {"traceAnnotations": []}
 
 
 @pytest.mark.xfail(
