@@ -542,9 +542,13 @@ def everything_phoenix_returns(export: Export, expected_spans: int) -> list[str]
     assert len(rest) == expected_spans
     otlp = export.server.get_spans_otlp(export.project)
     assert len(otlp) == expected_spans
-    texts = [json.dumps(s, ensure_ascii=False) for s in rest + otlp]
-    texts += [json.dumps(export.graphql_span(s), ensure_ascii=False) for s in rest]
-    return texts
+    ui = [export.graphql_span(s) for s in rest]
+    # The events (exception, evaluation results) are in every source that is searched.
+    events = sum(len(s["events"]) for s in rest)
+    assert events >= 4 + 3  # four evaluation results, three exceptions
+    assert sum(len(s["events"] or []) for s in otlp) == events == sum(len(n["events"]) for n in ui)
+    assert sorted(s["status"]["message"] or "" for s in otlp) == sorted(s["status_message"] for s in rest)
+    return [json.dumps(s, ensure_ascii=False) for s in [*rest, *otlp, *ui]]
 
 
 def sdk_texts(export: Export) -> list[str]:
