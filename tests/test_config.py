@@ -146,7 +146,7 @@ def test_pipeline_override_of_content_mode(spans):
     assert spans.one("pipeline").attributes["rag.content_mode"] == "redact"
 
 
-def test_custom_exporter_subclass_is_accepted():
+def test_custom_exporter_subclass_is_accepted(global_provider_slot):
     class Dropping(SpanExporter):
         def export(self, spans):
             from opentelemetry.sdk.trace.export import SpanExportResult

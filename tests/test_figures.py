@@ -220,18 +220,16 @@ def test_some_unreadable_items_do_not_block_the_figures():
 
 
 def test_no_context():
+    # without a known context a citation can't be resolved: no cited count, no recall (not 0.0)
     figures = compute([[C("a", 1), C("b", 2)]], [Answer(None, cited_ids=("a",))])
-    assert_values(
-        figures,
-        {
-            "retrieved": 2,
-            "duplicate_chunks": 0,
-            "cited": 1,
-            "invalid_citations": 0,
-            "recall_proxy": 0.5,
-            "recall_proxy_weighted": 2 / 3,  # 1 / (1 + 1/2)
-        },
-    )
+    assert_values(figures, {"retrieved": 2, "duplicate_chunks": 0})
+    assert figures.status_text == "no_context"
+
+
+def test_answer_without_context_next_to_an_unanswered_context():
+    figures = compute([[C("a", 1)]], [Answer(None, cited_ids=("a",))], contexts=[[]])
+    # the unanswered (empty) context still gives |C| = 0 and precision 0/1; the answer is unscored
+    assert_values(figures, {"retrieved": 1, "duplicate_chunks": 0, "in_context": 0, "context_precision": 0.0})
     assert figures.status_text == "no_context"
 
 

@@ -187,7 +187,6 @@ class ContextBuilder:
         self._used_tokens += tokens
         label = self._label(chunk, len(self._entries) + 1)
         self._entries.append(_Entry(chunk, label, text, tokens, truncated))
-        self._placements = None
         return True
 
     def drop(self, item: Any, reason: str = names.DROP_FILTERED) -> None:
@@ -268,21 +267,23 @@ class ContextBuilder:
         return self._prompt
 
     def record(self) -> ContextRecord:
-        """The inclusion facts; renders the bare block first if ``render`` was never called."""
-        if self._placements is None:
-            self.render() if self._prompt is None else self._rerender()
+        """The inclusion facts of the prompt the caller got: the last ``render`` (or the bare block).
+
+        Chunks added after the last render are not in that prompt; they are reported as dropped
+        (``not_rendered``) rather than claimed as included.
+        """
+        if self._prompt is None:
+            self.render()
+        placements = list(self._placements or ())
+        rendered = len(placements)
+        late = [Drop(entry.chunk.id, names.DROP_NOT_RENDERED) for entry in self._entries[rendered:]]
         return ContextRecord(
             method=names.INCLUSION_RECORDED,
-            placements=list(self._placements or ()),
-            dropped=list(self._dropped),
+            placements=placements,
+            dropped=list(self._dropped) + late,
             max_tokens=self.max_tokens,
             prompt=self._prompt,
         )
-
-    def _rerender(self) -> None:
-        # chunks were added after the last render(): the old prompt no longer holds them all
-        self._prompt = None
-        self.render()
 
 
 # --- locating chunks in a prompt the user built ----------------------------------------------

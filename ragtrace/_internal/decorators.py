@@ -26,7 +26,7 @@ MakeStage = Callable[[tuple[Any, ...], dict[str, Any]], Stage]
 OnResult = Callable[[Stage, tuple[Any, ...], dict[str, Any], Any, bool], None]
 
 _QUERY_KEYS = ("query", "question", "q", "text", "input")
-_DOCUMENT_KEYS = ("documents", "docs", "chunks", "hits", "candidates", "nodes", "results", "passages")
+_DOCUMENT_KEYS = ("documents", "docs", "chunks", "hits", "candidates", "nodes", "results", "passages", "context", "sources")
 _PROMPT_KEYS = ("prompt", "messages")
 
 

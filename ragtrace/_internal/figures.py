@@ -104,13 +104,19 @@ def compute(
         status.append(STATUS_NO_ANSWER)
         return figures
 
+    # citations can only be resolved against a known context: an answer without one is not scored
+    scored = [a for a in answers if a.placements is not None]
+    if not scored:
+        if STATUS_NO_CONTEXT not in status:
+            status.append(STATUS_NO_CONTEXT)
+        return figures
     cited: dict[str, None] = {}
-    for answer in answers:
+    for answer in scored:
         for chunk_id in answer.cited_ids:
-            if chunk_id in placed or answer.placements is None:
+            if chunk_id in placed:
                 cited.setdefault(chunk_id)
     values[names.METRIC_CITED] = len(cited)
-    values[names.METRIC_INVALID_CITATIONS] = sum(a.invalid_citations for a in answers)
+    values[names.METRIC_INVALID_CITATIONS] = sum(a.invalid_citations for a in scored)
     if best_rank:
         values[names.METRIC_RECALL_PROXY] = sum(1 for c in cited if c in best_rank) / len(best_rank)
         values[names.METRIC_RECALL_PROXY_WEIGHTED] = _weighted(cited, best_rank)

@@ -114,6 +114,7 @@ DROP_FILTERED: Final = "filtered"
 DROP_RERANKED_OUT: Final = "reranked_out"
 DROP_NOT_ADDED: Final = "not_added"  # retrieved, but never offered to the assembly
 DROP_NOT_FOUND: Final = "not_found"  # "located" assembly: the chunk text was not found in the prompt
+DROP_NOT_RENDERED: Final = "not_rendered"  # added after the prompt was last rendered
 
 # --- ragtrace: generation and citations -------------------------------------------------------
 RAG_GENERATION_ROLE: Final = "rag.generation.role"
@@ -286,7 +287,7 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(RAG_CONTEXT_TOTAL_TOKENS, "int", "assemble", False, "Context tokens placed."),
     AttributeInfo(RAG_CONTEXT_MAX_TOKENS, "int", "assemble", False, "The token budget."),
     AttributeInfo(RAG_CONTEXT_DROPPED_IDS, "string[]", "assemble", False, "Chunks that did not land."),
-    AttributeInfo(RAG_CONTEXT_DROPPED_REASONS, "string[]", "assemble", False, "over_budget, duplicate, filtered, reranked_out, not_added, not_found or a user reason."),
+    AttributeInfo(RAG_CONTEXT_DROPPED_REASONS, "string[]", "assemble", False, "over_budget, duplicate, filtered, reranked_out, not_added, not_found, not_rendered or a user reason."),
     AttributeInfo(RAG_CONTEXT_CONTENT_HASHES, "string[]", "assemble", False, "hash mode only: content hash per placed chunk."),
     AttributeInfo(RAG_GENERATION_ROLE, "string", "generate", False, "answer, or another role (rewrite, grader...) left out of the figures."),
     AttributeInfo(RAG_CITATION_IDS, "string[]", "generate", False, "Validly cited chunk ids, first-cited first."),
@@ -300,7 +301,7 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(metric_attribute(METRIC_IN_CONTEXT), "int", "pipeline, generate", False, "|C|: in-context chunks."),
     AttributeInfo(metric_attribute(METRIC_CITED), "int", "pipeline, generate", False, "|K|: validly cited chunks."),
     AttributeInfo(metric_attribute(METRIC_INVALID_CITATIONS), "int", "pipeline, generate", False, "Citations matching no in-context chunk."),
-    AttributeInfo(metric_attribute(METRIC_CONTEXT_PRECISION), "double", "pipeline, generate", False, "|C| / |R|."),
+    AttributeInfo(metric_attribute(METRIC_CONTEXT_PRECISION), "double", "pipeline, generate", False, "|C ∩ R| / |R| (in-context retrieved chunks over retrieved)."),
     AttributeInfo(metric_attribute(METRIC_RECALL_PROXY), "double", "pipeline, generate", False, "|K ∩ R| / |R|."),
     AttributeInfo(metric_attribute(METRIC_RECALL_PROXY_WEIGHTED), "double", "pipeline, generate", False, "Σ 1/rank over cited ÷ Σ 1/rank over retrieved."),
     AttributeInfo(metric_attribute(METRIC_CONTEXT_UTILIZATION), "double", "pipeline, generate", False, "|K ∩ C| / |C|."),

@@ -524,6 +524,12 @@ class Assemble(Stage):
             self.builder.unreadable += normalized.unreadable
             self._located = locate(inputs, prompt, self.builder.tokenizer)
 
+    def snapshot(self) -> ContextRecord:
+        """The inclusion facts so far (final once the assemble block has closed)."""
+        if self.record_ is not None:
+            return self.record_
+        return self._located if self._located is not None else self.builder.record()
+
     def on_close(self) -> None:
         record = self._located if self._located is not None else self.builder.record()
         state = self.state
@@ -745,7 +751,7 @@ class Generate(Stage):
     def _context(self) -> ContextRecord | None:
         given = self.context
         if isinstance(given, Assemble):
-            return given.record_
+            return given.snapshot()
         if isinstance(given, ContextRecord):
             return given
         if given is not None:
