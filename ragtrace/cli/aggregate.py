@@ -59,6 +59,7 @@ REASON_TEXT = {
     STATUS_NO_ANSWER: "no answer",
     "incomplete_trace": "incomplete trace (root span missing)",
     "attributes_missing": "ragtrace attributes missing",
+    "spans_missing": "spans missing (recorded figures differ)",
     "chunk_text_unavailable": "no chunk text to locate",
     "prompt_unavailable": "no prompt to search",
     "prompt_too_large": "prompt too large to search",

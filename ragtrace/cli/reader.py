@@ -226,6 +226,14 @@ def _hex_id(value: Any, hex_length: int) -> str:
     return "" if value is None else str(value)
 
 
+def _json_error(error: ValueError) -> str:
+    if isinstance(error, UnicodeDecodeError):
+        return "not UTF-8"
+    message = getattr(error, "msg", None) or str(error)
+    column = getattr(error, "colno", None)
+    return f"column {column}: {message}" if column else message
+
+
 def _nanos(value: Any) -> int:
     if not value:
         return 0
@@ -525,12 +533,10 @@ class TraceReader:
         try:
             json.loads(line)
         except ValueError as error:
-            reason = str(error).split(": line")[0] if not isinstance(error, UnicodeDecodeError) else "not UTF-8"
-            column = getattr(error, "colno", None)
-            at = f" at column {column}" if column else ""
+            reason = _json_error(error)
         else:  # pragma: no cover - only called for lines that failed to parse
             return
-        self.diagnostics.warn("malformed line", f"{source.name}:{line_number}", f"not valid JSON ({reason}{at}); line skipped")
+        self.diagnostics.warn("malformed line", f"{source.name}:{line_number}", f"not valid JSON ({reason}); line skipped")
 
     def _read_document(self, first_line: bytes, stream: IO[bytes], source: Source) -> Iterator[Trace]:
         """The file is one JSON document spread over several lines (e.g. pretty-printed)."""
@@ -555,7 +561,7 @@ class TraceReader:
             self.diagnostics.warn(
                 "malformed document",
                 where,
-                f"neither JSON lines nor one JSON document ({str(error).split(': line')[0]}); reading it line by line",
+                f"neither JSON lines nor one JSON document ({_json_error(error)}); reading it line by line",
             )
             for number, line in enumerate(io.BytesIO(text), start=1):
                 if not line.strip():

@@ -37,6 +37,7 @@ SOURCE_UNKNOWN = "unknown"
 # reasons a row is not (fully) measurable, besides the statuses of figures.compute
 STATUS_INCOMPLETE = "incomplete_trace"
 STATUS_ATTRIBUTES_LOST = "attributes_missing"
+STATUS_SPANS_MISSING = "spans_missing"
 STATUS_NO_CHUNK_TEXT = "chunk_text_unavailable"
 STATUS_NO_PROMPT = "prompt_unavailable"
 STATUS_PROMPT_TOO_LARGE = "prompt_too_large"
@@ -232,6 +233,7 @@ def _ragtrace_row(trace: Trace, pipeline: Span | None, members: list[tuple[Span,
         contexts.append((span, *recorded))
 
     answers: list[Answer] = []
+    answer_spans: list[Span] = []
     used: list[tuple[list[Placement], bool]] = []
     for span, stage in members:
         if stage != names.STAGE_GENERATE or span.get(names.RAG_GENERATION_ROLE) != names.ROLE_ANSWER:
@@ -249,6 +251,7 @@ def _ragtrace_row(trace: Trace, pipeline: Span | None, members: list[tuple[Span,
                 invalid_citations=_int(span, names.RAG_CITATION_INVALID_COUNT) or 0,
             )
         )
+        answer_spans.append(span)
         row.answers += 1
         if span.get(names.RAG_CITATION_CONFORMANT) is False:
             row.nonconformant += 1
@@ -262,7 +265,11 @@ def _ragtrace_row(trace: Trace, pipeline: Span | None, members: list[tuple[Span,
     row.figures, row.status = result.values, list(result.status)
     if pipeline is not None:
         row.mismatches = _mismatches(pipeline, result, retrievals)
-    if lost:
+    elif len(answer_spans) == 1:  # outside a pipeline the answer span carries the trace's figures
+        row.mismatches = _mismatches(answer_spans[0], result, retrievals)
+    if set(row.mismatches) - {names.METRIC_DUPLICATE_CHUNKS}:
+        _not_measurable(row, STATUS_SPANS_MISSING)
+    elif lost:
         _not_measurable(row, STATUS_ATTRIBUTES_LOST)
     elif pipeline is None and not trace.has_root:
         _not_measurable(row, STATUS_INCOMPLETE)
@@ -360,6 +367,9 @@ def _context_of(
     generation; the span records neither, only its own figures. So: the latest assembly that ended
     first, unless the generation's recorded |C| and citations point at an earlier one.
     """
+    for candidate in contexts:  # generated inside the open assemble block: that assembly
+        if candidate[0].span_id == generation.parent_id:
+            return candidate
     before = [c for c in contexts if _end_order(c[0]) <= _end_order(generation)]
     if not before:
         return None
@@ -400,7 +410,7 @@ def _retrieval_facts(
 
 
 def _mismatches(pipeline: Span, result: Figures, retrievals: list[list[Chunk]]) -> list[str]:
-    """Figures recorded on the pipeline span that differ from the recomputed ones."""
+    """Figures recorded online (on the pipeline span, or the one answer span) that differ from the recomputed ones."""
     differ = []
     for metric, key in _METRIC_KEYS:
         if key not in pipeline.attrs:
@@ -409,14 +419,21 @@ def _mismatches(pipeline: Span, result: Figures, retrievals: list[list[Chunk]]) 
         computed = result.values.get(metric)
         if not _same(recorded, computed):
             differ.append(metric)
-    if differ:
+    if differ == [names.METRIC_DUPLICATE_CHUNKS]:
         hint = ""
-        if names.METRIC_DUPLICATE_CHUNKS in differ and not any(c.content_hash for r in retrievals for c in r):
+        if not any(c.content_hash for r in retrievals for c in r):
             hint = " (content duplicates are only visible offline in hash mode or with document text exported)"
         pipeline.source.diagnostics.warn(
             "figures differ",
             pipeline.where,
-            f"trace {pipeline.trace_id}: {', '.join(differ)} recomputed from the attributes differ from the values recorded online{hint}",
+            f"trace {pipeline.trace_id}: duplicate_chunks recomputed from the attributes differs from the value recorded online{hint}",
+        )
+    elif differ:
+        pipeline.source.diagnostics.warn(
+            "figures differ",
+            pipeline.where,
+            f"trace {pipeline.trace_id}: {', '.join(differ)} recomputed from the exported spans differ from the values "
+            "recorded online: spans or attributes of this run are missing; it is not measured",
         )
     return differ
 

@@ -1,0 +1,221 @@
+"""``ragtrace report`` end to end on SDK-built traces: the known numbers, in every input shape."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+
+from .conftest import by_query
+from .helpers import DATA, KNOWN, gzip_file, lines, provider_to, pipeline, split, to_collector, to_phoenix
+
+FIGURES = ("retrieved", "in_context", "cited", "context_precision", "recall_proxy", "recall_proxy_weighted",
+           "context_utilization", "wasted_context_tokens", "cited_positions")
+
+
+def test_known_numbers_exactly(cli, known):
+    path, metrics = known
+    result = cli("report", "--json", path)
+    assert result.code == 0
+    assert result.err == ""  # no warnings on a clean export
+    document = result.json()
+    rows = by_query(document)
+    assert set(rows) == set(KNOWN)
+    for query, expected in KNOWN.items():
+        row = rows[query]
+        assert row["verdict"] == expected["verdict"], query
+        for figure in FIGURES:
+            if figure in expected:
+                assert row[figure] == pytest.approx(expected[figure], rel=1e-12), (query, figure)
+    # offline == online, figure for figure (the same function on the same inputs)
+    for query, online in zip(KNOWN, metrics):
+        row = rows[query]
+        for figure, value in online.items():
+            assert row[figure] == value, (query, figure)
+    assert document["inputs"]["recorded_mismatches"] == 0
+    assert document["inputs"]["traces"] == 5 and document["inputs"]["spans"] == 4 * 4 + 2
+
+
+def test_known_aggregates(cli, known):
+    document = cli("report", "--json", known[0]).json()
+    summary = document["summary"]
+    assert summary["traces"] == 5 and summary["measurable"] == 3 and summary["not_measurable"] == 2
+    # nearest rank over the three measured runs: recall [0, .5, .5], precision [.5, .75, 1]
+    assert summary["figures"]["recall_proxy"] == {"p25": 0.0, "p50": 0.5, "p90": 0.5, "n": 3}
+    assert summary["figures"]["context_precision"] == {"p25": 0.5, "p50": 0.75, "p90": 1.0, "n": 3}
+    assert summary["answers"] == 5 and summary["answers_without_citations"] == 3
+    assert summary["answers_without_citations_share"] == 3 / 5
+    assert summary["retrievals"] == 4 and summary["empty_retrievals"] == 1
+    assert summary["empty_retrieval_rate"] == 0.25
+    assert summary["verdicts"] == {"ok": 2, "check": 1, "not measurable": 2}
+    assert summary["not_measurable_reasons"] == {"empty retrieval": 1, "no retrieval": 1}
+    groups = document["groups"]
+    assert set(groups["pipeline"]) == {"support-qa", "chat-only"}
+    assert groups["version"]["v2"]["figures"]["recall_proxy"]["p50"] == 0.0  # [0, .5] -> lower value
+    assert groups["route"]["faq"]["traces"] == 2 and groups["route"]["search"]["traces"] == 2
+    assert set(groups["top_k"]) == {"2", "4"}
+    assert groups["top_k"]["4"]["empty_retrievals"] == 1
+
+
+def _rows(document):
+    """Rows without the fields that name the input file."""
+    return sorted(({k: v for k, v in row.items() if k != "where"} for row in document["traces"]), key=lambda r: r["trace_id"])
+
+
+@pytest.mark.parametrize(
+    "shape",
+    ["gzip", "gzip-members", "halves", "interleaved", "three-files-reversed-halves", "collector", "phoenix", "phoenix-compact", "directory"],
+)
+def test_every_input_shape_gives_the_same_rows(cli, known, tmp_path, shape):
+    path, _ = known
+    reference = _rows(cli("report", "--json", path).json())
+    if shape == "gzip":
+        target = tmp_path / "known.json.gz"
+        gzip_file(path, target)
+        args = [target]
+    elif shape == "gzip-members":  # JsonLinesExporter's own gzip: one member per line
+        target = tmp_path / "members.jsonl.gz"
+        with open(target, "wb") as handle:
+            for line in lines(path):
+                handle.write(gzip.compress(line.encode()))
+        args = [target]
+    elif shape in ("halves", "interleaved"):
+        parts = [tmp_path / "part-1.jsonl", tmp_path / "part-2.jsonl"]
+        split(path, parts, interleave=shape == "interleaved")
+        args = parts
+    elif shape == "three-files-reversed-halves":
+        parts = [tmp_path / f"p{i}.jsonl" for i in range(3)]
+        split(path, parts)
+        args = parts[::-1]  # newest first: roots come before their children, within the grace window
+    elif shape == "collector":
+        target = tmp_path / "collector.jsonl"
+        to_collector(path, target)
+        args = [target]
+    elif shape == "directory":
+        folder = tmp_path / "rotated"
+        folder.mkdir()
+        split(path, [folder / "traces-1.jsonl", folder / "traces-2.jsonl.gz"])
+        gzip_file(folder / "traces-2.jsonl.gz", folder / "traces-2.gz")
+        (folder / "traces-2.jsonl.gz").unlink()
+        args = [folder]
+    else:
+        target = tmp_path / "phoenix.json"
+        to_phoenix(path, target, pretty=shape == "phoenix")
+        args = [target]
+    result = cli("report", "--json", *args)
+    assert result.code == 0, result.err
+    assert result.err == ""
+    assert _rows(result.json()) == reference
+
+
+def test_collector_lines_really_mix_traces_and_resources(known, tmp_path):
+    target = tmp_path / "collector.jsonl"
+    to_collector(known[0], target)
+    import json
+
+    mixed = 0
+    for line in lines(target):
+        request = json.loads(line)
+        assert len(request["resourceSpans"]) in (1, 2)
+        trace_ids = {s["traceId"] for r in request["resourceSpans"] for sc in r["scopeSpans"] for s in sc["spans"]}
+        mixed += len(trace_ids) > 1
+    assert mixed >= 1  # the fixture exercises joining, not just reading
+
+
+def test_real_phoenix_page(cli):
+    """A page saved from Phoenix 20.26.1's /spans/otlpv1 (see tests/cli/data/README.md)."""
+    result = cli("report", "--json", DATA / "phoenix_otlpv1.json")
+    assert result.code == 0 and result.err == ""
+    (row,) = result.json()["traces"]
+    assert row["pipeline"] == "support-qa" and row["labels"] == {"version": "v2"}
+    assert row["query"] == "What is BM25?"
+    assert (row["retrieved"], row["in_context"], row["cited"]) == (4, 3, 2)
+    assert row["context_precision"] == 0.75 and row["recall_proxy"] == 0.5
+    assert row["cited_positions"] == [1, 3]
+    assert row["inferred"] is False and row["recorded_mismatch"] == []
+
+
+def test_terminal_table(cli, known):
+    result = cli("report", "--plain", known[0])
+    assert result.code == 0
+    out = result.out
+    assert "5 pipeline runs" in out
+    assert "3 measured (0 inferred, marked ~), 2 not measurable" in out
+    assert "Answers without conformant citations: 60% of 5" in out
+    assert "Empty retrievals: 25% of 4" in out
+    table = out[out.index("Runs (5)") :]
+    # worst first: the failing run, then the two not measurable, then the healthy ones
+    first = table.splitlines()[3]
+    assert "How does dense retrieval work?" in first and "check: recall<0.2" in first
+    assert "not measurable: empty retrieval" in table and "not measurable: no retrieval" in table
+    assert "What is BM25?" in table and "0.75" in table
+
+
+def test_rows_limit_keeps_the_worst(cli, known):
+    out = cli("report", "--plain", "--rows", "1", known[0]).out
+    table = out[out.index("Runs (1 worst of 5)") :]
+    assert "How does dense retrieval work?" in table
+    assert "What is BM25?" not in table
+    assert "Runs (" not in cli("report", "--plain", "--rows", "0", known[0]).out
+
+
+def test_markdown(cli, known):
+    result = cli("report", "--markdown", known[0])
+    assert result.code == 0
+    assert "## ragtrace report" in result.out
+    assert "| figure | p25 | p50 | p90 | n |" in result.out
+    assert "| recall_proxy | 0.00 | 0.50 | 0.50 | 3 |" in result.out
+    assert "\\|R\\|" in result.out  # pipes in headers are escaped
+
+
+def test_redacted_queries_are_shown_as_redacted(cli, tmp_path):
+    path = tmp_path / "redacted.jsonl"
+    provider = provider_to(path)
+    pipeline(provider, "private", "secret question", ["d1", "d2"], ["d1"], "[1]", capture_content="redact")
+    provider.shutdown()
+    assert "secret question" not in path.read_text()
+    result = cli("report", "--json", path)
+    (row,) = result.json()["traces"]
+    assert row["query"] == "(redacted)"
+    assert row["recall_proxy"] == 0.5 and row["context_precision"] == 0.5
+    assert "secret" not in result.out
+
+
+def test_hash_mode_content_duplicates_match_online(cli, tmp_path):
+    path = tmp_path / "hash.jsonl"
+    provider = provider_to(path)
+    same_text = [{"id": "a", "content": "identical text"}, {"id": "b", "content": "identical text"}, {"id": "a", "content": "identical text"}]
+    import ragtrace
+
+    with ragtrace.rag_pipeline("dups", query="q", tracer_provider=provider, capture_content="hash") as run:
+        with ragtrace.retrieve("q", tracer_provider=provider) as r:
+            r.record(same_text)
+        with ragtrace.assemble(tracer_provider=provider) as ctx:
+            ctx.add(same_text[0])
+        with ragtrace.generate(tracer_provider=provider) as g:
+            g.record("[1]")
+    provider.shutdown()
+    assert run.metrics["duplicate_chunks"] == 2
+    (row,) = cli("report", "--json", path).json()["traces"]
+    assert row["duplicate_chunks"] == 2 and row["recorded_mismatch"] == []
+
+
+def test_full_mode_content_duplicates_come_from_document_text(cli, tmp_path):
+    path = tmp_path / "full.jsonl"
+    provider = provider_to(path)
+    import ragtrace
+
+    with ragtrace.rag_pipeline("dups", query="q", tracer_provider=provider) as run:
+        with ragtrace.retrieve("q", tracer_provider=provider) as r:
+            r.record([{"id": "a", "content": "same"}, {"id": "b", "content": "same"}, {"id": "c", "content": "other"}])
+        with ragtrace.assemble(tracer_provider=provider) as ctx:
+            ctx.add({"id": "a", "content": "same"})
+        with ragtrace.generate(tracer_provider=provider) as g:
+            g.record("[1]")
+    provider.shutdown()
+    assert run.metrics["duplicate_chunks"] == 1
+    result = cli("report", "--json", path)
+    (row,) = result.json()["traces"]
+    assert row["duplicate_chunks"] == 1 and row["recorded_mismatch"] == []
+    assert result.err == ""
