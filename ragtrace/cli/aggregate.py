@@ -33,7 +33,7 @@ SUMMARY_FIGURES = (
 )
 DEFAULT_GROUP_BY = ("pipeline", "route", "version", "top_k")
 MAX_GROUP_VALUES = 50  # distinct values per grouping dimension; the rest go to "(other)"
-MAX_DISTINCT = 50_000  # distinct values per distribution before values are rounded to 1e-4
+MAX_DISTINCT = 50_000  # distinct values per distribution before values are rounded
 MAX_BUCKETS = 240
 _FIRST_BUCKET_NS = 60 * 10**9
 
@@ -108,25 +108,30 @@ def verdict(row: Row, thresholds: Mapping[str, float]) -> Verdict:
 
 # --- distributions --------------------------------------------------------------------------------
 class Distribution:
-    """Exact nearest-rank percentiles over a value -> count map."""
+    """Exact nearest-rank percentiles over a value -> count map.
 
-    __slots__ = ("counts", "n", "_rounded")
+    Should a figure ever take more than ``MAX_DISTINCT`` distinct values, values are rounded to
+    fewer significant digits (3, then 2, then 1) until they fit: memory stays bounded, and the
+    percentiles become approximate only then.
+    """
+
+    __slots__ = ("counts", "n", "_digits")
 
     def __init__(self) -> None:
         self.counts: Counter[float] = Counter()
         self.n = 0
-        self._rounded = False
+        self._digits = 0  # 0: exact values
 
     def add(self, value: float, count: int = 1) -> None:
-        if self._rounded:
-            value = round(value, 4)
+        if self._digits:
+            value = _significant(value, self._digits)
         self.counts[value] += count
         self.n += count
-        if len(self.counts) > MAX_DISTINCT and not self._rounded:
-            self._rounded = True
+        while len(self.counts) > MAX_DISTINCT and self._digits != 1:
+            self._digits = 3 if not self._digits else self._digits - 1
             rounded: Counter[float] = Counter()
-            for key, count in self.counts.items():
-                rounded[round(key, 4)] += count
+            for key, number in self.counts.items():
+                rounded[_significant(key, self._digits)] += number
             self.counts = rounded
 
     def percentile(self, p: float) -> float | None:
@@ -150,6 +155,12 @@ class Distribution:
             index = min(bins - 1, max(0, int((value - low) / width))) if width else 0
             counts[index] += count
         return counts
+
+
+def _significant(value: float, digits: int) -> float:
+    if value == 0 or not math.isfinite(value):
+        return value
+    return round(value, digits - 1 - math.floor(math.log10(abs(value))))
 
 
 @dataclass(slots=True)

@@ -1,0 +1,178 @@
+"""Aggregates: exact nearest-rank percentiles, bounded series, verdicts, recommendations, gates."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragtrace._internal import names
+from ragtrace.cli import aggregate
+from ragtrace.cli.aggregate import Aggregator, Distribution, Series, recommend, top_k_bucket, verdict
+from ragtrace.cli.settings import DEFAULT_THRESHOLDS
+from ragtrace.cli.traces import Row
+
+from .helpers import pipeline, provider_to
+
+
+def _row(n: int = 0, *, recall: float = 0.5, precision: float = 0.5, retrieved: int = 10, in_context: int = 5, positions=(1,), **fields) -> Row:
+    figures = {
+        names.METRIC_RETRIEVED: retrieved,
+        names.METRIC_IN_CONTEXT: in_context,
+        names.METRIC_CITED: len(positions),
+        names.METRIC_INVALID_CITATIONS: 0,
+        names.METRIC_CONTEXT_PRECISION: precision,
+        names.METRIC_RECALL_PROXY: recall,
+        names.METRIC_RECALL_PROXY_WEIGHTED: recall,
+        names.METRIC_CONTEXT_UTILIZATION: 0.5,
+        names.METRIC_WASTED_CONTEXT_TOKENS: 10,
+        names.METRIC_DUPLICATE_CHUNKS: 0,
+        names.METRIC_CITED_POSITIONS: list(positions),
+    }
+    figures.update(fields.pop("figures", {}))
+    row = Row(f"{n:032x}", f"{n:016x}", "f:1", time=fields.pop("time", 0), answers=1, retrievals=1, retrieved_items=retrieved, **fields)
+    row.figures = figures
+    return row
+
+
+def test_nearest_rank_percentiles():
+    distribution = Distribution()
+    for value in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0):
+        distribution.add(value)
+    assert [distribution.percentile(p) for p in (25, 50, 90)] == [0.3, 0.5, 0.9]
+    assert Distribution().percentile(50) is None
+    distribution = Distribution()
+    distribution.add(3, count=7)
+    distribution.add(10, count=3)
+    assert distribution.percentile(50) == 3 and distribution.percentile(90) == 10
+    assert distribution.histogram(2, 0, 20) == [7, 3]
+
+
+def test_distribution_stays_bounded(monkeypatch):
+    monkeypatch.setattr(aggregate, "MAX_DISTINCT", 100)
+    distribution = Distribution()
+    for index in range(10_000):
+        distribution.add(index / 10_000)
+    assert distribution.n == 10_000
+    assert len(distribution.counts) <= 100
+    assert distribution.percentile(50) == pytest.approx(0.5, abs=0.05)
+    distribution.add(0.123456)
+    assert 0.1 in distribution.counts  # later values are rounded the same way
+
+
+def test_series_buckets_double_to_stay_bounded(monkeypatch):
+    monkeypatch.setattr(aggregate, "MAX_BUCKETS", 8)
+    series = Series()
+    minute = 60 * 10**9
+    for index in range(100):
+        series.add(1_000 * minute + index * minute, {names.METRIC_RECALL_PROXY: index % 2})
+    points = series.points()
+    assert len(points) <= 8
+    assert sum(p["traces"] for p in points) == 100
+    assert all(p[names.METRIC_RECALL_PROXY] == pytest.approx(0.5, abs=0.07) for p in points)
+
+
+def test_verdicts():
+    assert verdict(_row(recall=0.5, precision=0.9), DEFAULT_THRESHOLDS).label == "ok"
+    low = verdict(_row(recall=0.1, precision=0.9), DEFAULT_THRESHOLDS)
+    assert low.label == "check" and low.reasons == ("recall<0.2", "recall_w<0.3")
+    unmeasured = Row("t", "s", "f:1", status=["no_answer"])
+    assert str(verdict(unmeasured, DEFAULT_THRESHOLDS)) == "not measurable: no answer"
+    no_cites = _row(recall=0.5, precision=0.9, nonconformant=1)
+    assert "no citations" in verdict(no_cites, DEFAULT_THRESHOLDS).reasons
+
+
+def test_top_k_buckets():
+    assert [top_k_bucket(k) for k in (1, 10, 11, 20, 50, 64, 500)] == ["1", "10", "11-20", "11-20", "21-50", "51-100", ">100"]
+
+
+def test_no_recommendation_without_support():
+    aggregator = Aggregator(DEFAULT_THRESHOLDS, min_traces=5)
+    for n in range(20):
+        aggregator.add(_row(n, top_k=10, placed_depth=10, in_context=10, precision=1.0, positions=(1, 2)))
+    assert aggregator.recommendations() == []
+    few = Aggregator(DEFAULT_THRESHOLDS, min_traces=5)
+    for n in range(4):  # strong pattern, too few runs
+        few.add(_row(n, top_k=10, placed_depth=2, in_context=2, nonconformant=1))
+    assert few.recommendations() == []
+
+
+def test_mid_prompt_and_duplicate_recommendations():
+    aggregator = Aggregator(DEFAULT_THRESHOLDS, min_traces=5)
+    for n in range(10):
+        positions = [(4, 5), (5, 6), (4, 6), (5,), (6,)][n % 5]
+        aggregator.add(_row(n, in_context=8, positions=positions, retrieved=8, figures={names.METRIC_DUPLICATE_CHUNKS: 1}))
+    texts = aggregator.recommendations()
+    assert "Cited chunks cluster mid-prompt (positions 4–6 of 8): reorder by relevance so the best chunks come first" in texts
+    assert "12% of retrieved chunks are duplicates: deduplicate the index or the merged retrievals" in texts  # 10 of 80
+
+
+def test_empty_retrievals_and_not_measurable_recommendations():
+    aggregator = Aggregator(DEFAULT_THRESHOLDS, min_traces=5)
+    for n in range(6):
+        aggregator.add(_row(n))
+    for n in range(6, 10):
+        row = Row(f"{n:032x}", "s", "f:1", retrievals=1, empty_retrievals=1, status=["empty_retrieval"])
+        row.figures = {names.METRIC_RETRIEVED: 0, names.METRIC_DUPLICATE_CHUNKS: 0}
+        aggregator.add(row)
+    texts = aggregator.recommendations()
+    assert "40% of retrievals return nothing: check the index, filters and query rewriting" in texts
+    assert "40% of traces are not measurable (most often: empty retrieval)" in texts
+
+
+def test_issue_examples_from_real_traces(cli, tmp_path):
+    """"Reduce top_k 10→4: median 3 of 10..." and "Answers cite nothing in 40% of traces"."""
+    path = tmp_path / "topk.jsonl"
+    provider = provider_to(path)
+    ids = [f"d{i}" for i in range(1, 11)]
+    for n in range(10):
+        placed = ids[:3] if n < 6 else ids[:4]
+        answer = "Cited [1]." if n % 5 not in (0, 1) else "No citation at all."
+        pipeline(provider, "kb", f"question {n}", ids, placed, answer, top_k=10)
+    provider.shutdown()
+    result = cli("report", "--json", path)
+    recommendations = result.json()["recommendations"]
+    assert recommendations[0] == (
+        "Reduce top_k 10→4: median 3 of 10 retrieved chunks reach the prompt (90% of traces use no chunk ranked below 4)"
+    )
+    assert "Answers cite nothing in 40% of traces: check the citation instruction" in recommendations
+    assert len(recommendations) == 2
+
+
+def test_recommendations_per_pipeline_when_there_are_several():
+    aggregator = Aggregator(DEFAULT_THRESHOLDS, min_traces=5)
+    for n in range(10):
+        aggregator.add(_row(n, pipeline="a" if n % 2 else "b", nonconformant=1 if n % 2 else 0))
+    assert aggregator.recommendations() == ["[a] Answers cite nothing in 100% of traces: check the citation instruction"]
+
+
+def test_group_values_are_capped(monkeypatch):
+    monkeypatch.setattr(aggregate, "MAX_GROUP_VALUES", 3)
+    aggregator = Aggregator(DEFAULT_THRESHOLDS)
+    for n in range(10):
+        aggregator.add(_row(n, pipeline=f"p{n}"))
+    groups = aggregator.groups["pipeline"]
+    assert set(groups) == {"p0", "p1", "p2", "(other)"}
+    assert groups["(other)"].traces == 7
+
+
+def test_gate():
+    aggregator = Aggregator(DEFAULT_THRESHOLDS)
+    for n, recall in enumerate((0.1, 0.3, 0.5)):
+        aggregator.add(_row(n, recall=recall))
+    assert aggregator.gate({names.METRIC_RECALL_PROXY: 0.3}) == []
+    assert aggregator.gate({names.METRIC_RECALL_PROXY: 0.4}) == ["recall_proxy: p50 0.300 < 0.4"]
+    empty = Aggregator(DEFAULT_THRESHOLDS)
+    assert empty.gate({names.METRIC_RECALL_PROXY: 0.1}) == ["recall_proxy: no measurable traces (bar 0.1)"]
+
+
+def test_worst_rows_are_kept_in_order():
+    aggregator = Aggregator(DEFAULT_THRESHOLDS, rows=3)
+    for n, recall in enumerate((0.9, 0.05, 0.6, 0.15, 0.5)):
+        aggregator.add(_row(n, recall=recall, precision=0.9))
+    aggregator.add(Row("f" * 32, "s", "f:1", status=["no_answer"]))
+    kept = [(row.figures.get(names.METRIC_RECALL_PROXY), v.label) for row, v in aggregator.worst()]
+    assert kept == [(0.05, "check"), (0.15, "check"), (None, "not measurable")]
+
+
+def test_small_recommendation_helpers():
+    group = aggregate.Group()
+    assert recommend(group, 5) == []

@@ -1,0 +1,199 @@
+"""Traces from other instrumentations: figures inferred by locating chunk text, or "not measurable".
+
+The spans are built with the plain OpenTelemetry SDK, attribute by attribute, the way
+OpenInference, OpenLLMetry and GenAI-semconv instrumentations write them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ragtrace._internal import names
+from ragtrace.cli import vocab
+
+from .helpers import DOCS, docs, provider_to, tokens
+
+QUESTION = "What is BM25?"
+
+
+def _sources(*ids: str) -> str:
+    return "Use only these sources and cite them as [n].\n\n" + "\n\n".join(f"[{n}] {DOCS[i]['content']}" for n, i in enumerate(ids, start=1))
+
+
+def openinference(path: Path, *, content: bool = True, prompt: bool = True, answer: str = "BM25 ranks lexically [1].", prompt_text: str | None = None) -> None:
+    provider = provider_to(path, service="oi-app")
+    tracer = provider.get_tracer("openinference.instrumentation.langchain")
+    with tracer.start_as_current_span("RetrievalQA") as root:
+        root.set_attribute(names.OI_SPAN_KIND, names.OI_KIND_CHAIN)
+        root.set_attribute(names.OI_INPUT_VALUE, QUESTION)
+        with tracer.start_as_current_span("VectorStoreRetriever") as retriever:
+            retriever.set_attribute(names.OI_SPAN_KIND, names.OI_KIND_RETRIEVER)
+            retriever.set_attribute(names.OI_INPUT_VALUE, QUESTION)
+            for index, doc in enumerate(docs("d1", "d2", "d3", "d4")):
+                retriever.set_attribute(names.indexed(names.OI_RETRIEVAL_DOCUMENTS, index, names.OI_DOCUMENT_ID), doc["id"])
+                retriever.set_attribute(names.indexed(names.OI_RETRIEVAL_DOCUMENTS, index, names.OI_DOCUMENT_SCORE), doc["score"])
+                if content:
+                    retriever.set_attribute(names.indexed(names.OI_RETRIEVAL_DOCUMENTS, index, names.OI_DOCUMENT_CONTENT), doc["content"])
+        with tracer.start_as_current_span("ChatOpenAI") as llm:
+            llm.set_attribute(names.OI_SPAN_KIND, names.OI_KIND_LLM)
+            if prompt:
+                system = prompt_text if prompt_text is not None else _sources("d1", "d2")
+                for index, (role, text) in enumerate((("system", system), ("user", QUESTION))):
+                    llm.set_attribute(names.indexed(names.OI_LLM_INPUT_MESSAGES, index, names.OI_MESSAGE_ROLE), role)
+                    llm.set_attribute(names.indexed(names.OI_LLM_INPUT_MESSAGES, index, names.OI_MESSAGE_CONTENT), text)
+            llm.set_attribute(names.indexed(names.OI_LLM_OUTPUT_MESSAGES, 0, names.OI_MESSAGE_ROLE), "assistant")
+            llm.set_attribute(names.indexed(names.OI_LLM_OUTPUT_MESSAGES, 0, names.OI_MESSAGE_CONTENT), answer)
+    provider.shutdown()
+
+
+def genai(path: Path) -> None:
+    provider = provider_to(path, service="genai-app")
+    tracer = provider.get_tracer("my.app")
+    with tracer.start_as_current_span("answer-question"):
+        with tracer.start_as_current_span("retrieval kb") as retrieval:
+            retrieval.set_attribute(names.GEN_AI_OPERATION_NAME, names.OP_RETRIEVAL)
+            retrieval.set_attribute(names.GEN_AI_RETRIEVAL_TOP_K, 2)
+            retrieval.set_attribute(names.GEN_AI_RETRIEVAL_DOCUMENTS, json.dumps(docs("d5", "d6")))
+        with tracer.start_as_current_span("chat gpt-4o") as chat:
+            chat.set_attribute(names.GEN_AI_OPERATION_NAME, names.OP_CHAT)
+            user = _sources("d5", "d6") + "\n\nQuestion: How do rerankers work?"
+            chat.set_attribute(names.GEN_AI_INPUT_MESSAGES, json.dumps([{"role": "user", "parts": [{"type": "text", "content": user}]}]))
+            chat.set_attribute(names.GEN_AI_OUTPUT_MESSAGES, json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": "They score pairs [2]."}]}]))
+    provider.shutdown()
+
+
+def openllmetry(path: Path) -> None:
+    provider = provider_to(path, service="traceloop-app")
+    tracer = provider.get_tracer("opentelemetry.instrumentation.chromadb")
+    with tracer.start_as_current_span("rag.workflow") as root:
+        root.set_attribute(vocab.TRACELOOP_SPAN_KIND, "workflow")
+        root.set_attribute(vocab.TRACELOOP_WORKFLOW_NAME, "traceloop-rag")
+        with tracer.start_as_current_span("chroma.query") as query:
+            query.set_attribute(vocab.DB_SYSTEM, "chroma")
+            for distance, doc in enumerate(docs("d7", "d8", "d9")):
+                query.add_event(vocab.DB_QUERY_RESULT_EVENT, {vocab.DB_QUERY_RESULT_ID: doc["id"], vocab.DB_QUERY_RESULT_DOCUMENT: doc["content"], vocab.DB_QUERY_RESULT_DISTANCE: float(distance)})
+        with tracer.start_as_current_span("openai.chat") as chat:
+            chat.set_attribute(vocab.LLM_REQUEST_TYPE, "chat")
+            chat.set_attribute(f"{vocab.GEN_AI_PROMPT}.0.{vocab.ROLE}", "user")
+            chat.set_attribute(f"{vocab.GEN_AI_PROMPT}.0.{vocab.CONTENT}", _sources("d7", "d8") + "\nQuestion: what about ColBERT?")
+            chat.set_attribute(f"{vocab.GEN_AI_COMPLETION}.0.{vocab.CONTENT}", "Cross-encoders [1] and ColBERT [2] differ [5].")
+    provider.shutdown()
+
+
+def _row(cli, path: Path, *extra) -> tuple[dict, str]:
+    result = cli("report", "--json", path, *extra)
+    assert result.code == 0
+    (row,) = result.json()["traces"]
+    return row, result.err
+
+
+def test_openinference_figures_are_inferred_and_exact(cli, tmp_path):
+    path = tmp_path / "oi.jsonl"
+    openinference(path)
+    row, err = _row(cli, path)
+    assert err == ""
+    assert row["source"] == "openinference" and row["inferred"] is True
+    assert row["pipeline"] == "RetrievalQA" and row["query"] == QUESTION
+    # R = d1..d4 (ranks 1-4), C = {d1, d2} found after their labels, K = {d1}
+    assert (row["retrieved"], row["in_context"], row["cited"]) == (4, 2, 1)
+    assert row["context_precision"] == 0.5
+    assert row["recall_proxy"] == 0.25
+    assert row["recall_proxy_weighted"] == pytest.approx(1 / (1 + 1 / 2 + 1 / 3 + 1 / 4))
+    assert row["context_utilization"] == 0.5
+    assert row["wasted_context_tokens"] == tokens("d2")
+    assert row["cited_positions"] == [1]
+    assert row["verdict"] == "ok"
+
+
+def test_inferred_figures_are_marked_in_the_table(cli, tmp_path):
+    path = tmp_path / "oi.jsonl"
+    openinference(path)
+    out = cli("report", "--plain", path).out
+    assert "1 measured (1 inferred, marked ~)" in out
+    run_line = next(line for line in out.splitlines() if "RetrievalQA" in line and "What is BM25?" in line)
+    assert "~0.50" in run_line and "~0.25" in run_line and "~4" in run_line
+
+
+def test_genai_semconv_documents_and_messages(cli, tmp_path):
+    path = tmp_path / "genai.jsonl"
+    genai(path)
+    row, _ = _row(cli, path)
+    assert row["source"] == "gen_ai" and row["inferred"] is True
+    assert row["top_k"] == 2
+    assert (row["retrieved"], row["in_context"], row["cited"]) == (2, 2, 1)
+    assert row["context_precision"] == 1.0 and row["recall_proxy"] == 0.5
+    assert row["cited_positions"] == [2]
+
+
+def test_openllmetry_result_events_and_flattened_prompts(cli, tmp_path):
+    path = tmp_path / "traceloop.jsonl"
+    openllmetry(path)
+    row, _ = _row(cli, path)
+    assert row["source"] == "openllmetry" and row["pipeline"] == "traceloop-rag"
+    # R = d7 d8 d9, C = {d7, d8}, K = {d7, d8}, [5] points at nothing
+    assert (row["retrieved"], row["in_context"], row["cited"], row["invalid_citations"]) == (3, 2, 2, 1)
+    assert row["context_precision"] == pytest.approx(2 / 3)
+    assert row["recall_proxy"] == pytest.approx(2 / 3)
+    assert row["verdict"] == "check" and "1 invalid citation" in row["reasons"]
+
+
+def test_answer_without_citations_is_measured_not_perfect(cli, tmp_path):
+    path = tmp_path / "oi.jsonl"
+    openinference(path, answer="BM25 is a ranking function.")
+    row, _ = _row(cli, path)
+    assert row["recall_proxy"] == 0.0 and row["citations"] == "none"
+    assert row["verdict"] == "check"
+
+
+def test_ids_without_text_are_not_measurable(cli, tmp_path):
+    path = tmp_path / "oi.jsonl"
+    openinference(path, content=False)
+    row, _ = _row(cli, path)
+    assert row["verdict"] == "not measurable"
+    assert row["status"][0] == "chunk_text_unavailable"
+    assert row["retrieved"] == 4  # sizes stay
+    for figure in ("context_precision", "recall_proxy", "recall_proxy_weighted", "context_utilization", "in_context"):
+        assert row[figure] is None, figure
+
+
+def test_prompt_not_captured_is_not_measurable(cli, tmp_path):
+    path = tmp_path / "oi.jsonl"
+    openinference(path, prompt=False)
+    row, _ = _row(cli, path)
+    assert row["verdict"] == "not measurable" and row["status"][0] == "prompt_unavailable"
+    assert row["recall_proxy"] is None
+
+
+def test_huge_prompt_is_skipped_with_a_warning(cli, tmp_path, monkeypatch):
+    from ragtrace.cli import traces
+
+    monkeypatch.setattr(traces, "MAX_PROMPT_CHARS", 1000)
+    path = tmp_path / "oi.jsonl"
+    openinference(path, prompt_text=_sources("d1", "d2") + "x" * 2000)
+    row, err = _row(cli, path)
+    assert row["verdict"] == "not measurable" and row["status"][0] == "prompt_too_large"
+    assert f"{path}:" in err and "too large to search for chunks" in err
+
+
+def test_spans_of_no_known_vocabulary(cli, tmp_path):
+    path = tmp_path / "http.jsonl"
+    provider = provider_to(path)
+    with provider.get_tracer("web").start_as_current_span("GET /health"):
+        pass
+    provider.shutdown()
+    row, _ = _row(cli, path)
+    assert row["verdict"] == "not measurable" and row["status"] == ["no_rag_spans"]
+    assert row["source"] == "unknown"
+
+
+def test_mixed_file_ragtrace_and_inferred_rows(cli, tmp_path, known):
+    path = tmp_path / "oi.jsonl"
+    openinference(path)
+    document = cli("report", "--json", known[0], path).json()
+    summary = document["summary"]
+    assert summary["traces"] == 6 and summary["inferred"] == 1 and summary["measurable"] == 4
+    assert summary["figures"]["recall_proxy"]["n"] == 4
+    assert document["groups"]["pipeline"]["RetrievalQA"]["inferred"] == 1
