@@ -30,7 +30,7 @@ from ragtrace._internal.otlp_json import attributes_to_dict
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
-QUICK_EXAMPLES = ["decorators_only", "context_managers", "async_streaming", "redaction", "framework_documents"]
+QUICK_EXAMPLES = ["quickstart", "decorators_only", "context_managers", "async_streaming", "redaction", "framework_documents"]
 
 
 # --- helpers ----------------------------------------------------------------------------------
@@ -108,7 +108,7 @@ def figures(span: dict[str, Any]) -> dict[str, Any]:
 def serve(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
     """Serve ``handler`` on a free loopback port in a thread; yields the base URL."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
