@@ -275,4 +275,9 @@ def test_a_pytest11_entry_point_loads_the_plugin(user_project: pytest.Pytester, 
     result = user_project.runpytest_subprocess("-p", "no:cacheprovider", "-k", "by_stage")
     result.assert_outcomes(passed=1, deselected=6)
     result = user_project.runpytest_subprocess("-p", "ragtrace.testing", "-p", "no:cacheprovider", "-k", "by_stage")
+    output = result.stdout.str() + result.stderr.str()
+    assert "already registered under a different name" not in output, (
+        "name the pytest11 entry point like the module, \"ragtrace.testing\" = \"ragtrace.testing\": under another "
+        "name an explicit -p ragtrace.testing or pytest_plugins = [\"ragtrace.testing\"] registers it twice"
+    )
     result.assert_outcomes(passed=1, deselected=6)
