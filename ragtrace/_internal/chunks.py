@@ -135,7 +135,7 @@ def to_chunk(item: Any, rank: int, accessors: Accessors = NO_ACCESSORS) -> Chunk
         score=_finite(score),
         content=text,
         metadata=metadata,
-        tokens=tokens if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0 else None,
+        tokens=tokens if isinstance(tokens, int) and not isinstance(tokens, bool) and 0 <= tokens < 2**63 else None,
         content_hash=digest,
     )
 
@@ -194,10 +194,8 @@ def _is_number(value: Any) -> bool:
 
 
 def _finite(value: Any) -> float | None:
-    if not _is_number(value):
-        try:
-            value = float(value)  # numpy floats, Decimals
-        except (TypeError, ValueError, OverflowError):
-            return None
-    value = float(value)
+    try:
+        value = float(value)  # also numpy floats, Decimals, numeric strings
+    except Exception:  # noqa: BLE001 - not a number, an int beyond float range, a raising __float__
+        return None
     return value if math.isfinite(value) else None
