@@ -10,8 +10,15 @@ raise on odd input. How that is kept:
 * Bracket tokens are found by a bounded regex (``[`` + at most 64 bracket-free characters + ``]``),
   which cannot backtrack beyond that bound; a label that repeats many times is masked out of the
   rest of the text in one C-level ``re.sub`` instead of being visited a million times.
-* JSON is only decoded where an object starts before a ``"citations"`` key, with a cap on failed
-  attempts, so a million ``{"citations"`` fragments cost a handful of decoder calls.
+* JSON is only decoded when a ``"citations"`` key exists, only at ``{"`` positions before the
+  last one, and with caps on decoder calls (16 failures, 1024 attempts), so a million
+  ``{"citations"`` fragments cost a handful of decoder calls.
+
+Plain Python cannot visit a million tokens in 100 ms, which is why the heavy lifting is in C
+(``str.find``, ``re``, ``json``) and Python only sees each *distinct* token. Work per distinct
+token is bounded, so text made of 100k distinct labels is still linear, just not C-fast
+(``bench/bench_citations.py`` shows both).
+
 
 What counts as a citation (design choices, also in ``parse_citations``'s docstring):
 
@@ -23,6 +30,7 @@ What counts as a citation (design choices, also in ``parse_citations``'s docstri
   brackets don't inflate the invalid count. Tokens ending in ``.`` (``[e.g.]``) are abbreviations.
 * ``[Source 2]``, ``[source: abc]``, ``[see 3]``: the prefix word is dropped; after a colon any
   unmatched id-like word is invalid (``[Source: Wikipedia]``), otherwise the rule above applies.
+  The same goes for footnote syntax (``[^note]``) and for entries of a JSON ``citations`` field.
 * Invalid labels are reported as the key the model used (``"9"`` for ``[Source 9]``, ``【9:0†x】``),
   at most 64 characters of id characters, so they never carry prose.
 """
@@ -40,7 +48,8 @@ from . import names
 __all__ = ["CitationPattern", "CitationResult", "parse_citations"]
 
 # A user-supplied citation format: a regex whose group 1 (or whole match) is a label key, or a
-# callable returning the label keys found in the text. Union (not |) keeps 3.10 happy at runtime.
+# callable returning the label keys found in the text. (The alias is evaluated at runtime, where
+# typing.Union is the spelling every supported Python accepts; it equals the | form.)
 CitationPattern = Union[str, re.Pattern[str], Callable[[str], Iterable[str]]]
 
 
@@ -198,6 +207,9 @@ class _Parser:
             strength = _SOURCE
         key = _strip_caret(text)
         if not key or self.valid(key):
+            return
+        if key.isascii() and key.isdigit():  # the common [7]: no list, range or prefix to try
+            self.invalid.setdefault(key, None)
             return
         match = _PREFIX.fullmatch(key)
         if match is not None:
@@ -496,7 +508,8 @@ def parse_citations(
 
     ``pattern`` replaces the inline rules (JSON still applies): a regex (string or compiled) whose
     group 1, or whole match, is a label key, matched outside code; or a callable given the whole
-    text that returns label keys. Unmatched keys are invalid. The callable and the regex are the
+    text that returns label keys (listed after any JSON entries). Unmatched keys are invalid, and
+    are reported only up to 64 characters long. The callable and the regex are the
     caller's code: their exceptions propagate (the instrumentation wraps this call), and a regex
     that backtracks is the caller's cost.
     """
