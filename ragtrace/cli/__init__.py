@@ -83,7 +83,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     progress = parser.add_mutually_exclusive_group()
     progress.add_argument("--progress", dest="progress", action="store_true", default=None, help="always show the progress bar")
     progress.add_argument("--no-progress", dest="progress", action="store_false", help="never show the progress bar")
-    parser.add_argument("--grace-spans", type=_non_negative, default=None, metavar="N", help="spans read after a trace's root before it is finished (default 1000)")
+    parser.add_argument("--grace-spans", type=_non_negative, default=None, metavar="N", help="keep a trace open for N more spans after its root arrived (default 0; for files given newest first or paged exports)")
     parser.add_argument("--max-pending-spans", type=_positive, default=None, metavar="N", help="spans held for unfinished traces before the oldest are finished (default 100000)")
     parser.add_argument("--max-warnings", type=_non_negative, default=10, metavar="N", help="warnings printed per kind (default 10)")
     parser.add_argument("-q", "--quiet", action="store_true", help="print no warnings")

@@ -118,20 +118,26 @@ class Distribution:
     __slots__ = ("counts", "n", "_digits")
 
     def __init__(self) -> None:
-        self.counts: Counter[float] = Counter()
+        self.counts: dict[float, int] = {}
         self.n = 0
         self._digits = 0  # 0: exact values
 
     def add(self, value: float, count: int = 1) -> None:
         if self._digits:
             value = _significant(value, self._digits)
-        self.counts[value] += count
+        counts = self.counts
+        known = counts.get(value)
         self.n += count
+        if known is not None:
+            counts[value] = known + count
+            return
+        counts[value] = count
         while len(self.counts) > MAX_DISTINCT and self._digits != 1:
             self._digits = 3 if not self._digits else self._digits - 1
-            rounded: Counter[float] = Counter()
+            rounded: dict[float, int] = {}
             for key, number in self.counts.items():
-                rounded[_significant(key, self._digits)] += number
+                key = _significant(key, self._digits)
+                rounded[key] = rounded.get(key, 0) + number
             self.counts = rounded
 
     def percentile(self, p: float) -> float | None:
@@ -187,7 +193,8 @@ class Group:
     sizes: Counter[int] = field(default_factory=Counter)  # |C| of runs whose cited positions are known
     by_top_k: dict[int, dict[str, Distribution]] = field(default_factory=dict)
 
-    def add(self, row: Row, row_verdict: Verdict) -> None:
+    def add(self, row: Row, row_verdict: Verdict, numbers: list[tuple[str, float]]) -> None:
+        """One row; ``numbers`` are its summary figures that are numbers (see ``summary_numbers``)."""
         self.traces += 1
         self.verdicts[row_verdict.label] += 1
         if row.measurable:
@@ -196,11 +203,10 @@ class Group:
             self.reasons[row.status[0] if row.status else "unknown"] += 1
         if row.inferred:
             self.inferred += 1
+        distributions = self.figures
+        for metric, value in numbers:
+            distributions[metric].add(value)
         figures = row.figures
-        for metric, distribution in self.figures.items():
-            value = figures.get(metric)
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                distribution.add(value)
         self.answers += row.answers
         self.nonconformant += row.nonconformant
         if row.answers:
@@ -222,7 +228,9 @@ class Group:
             for position in positions:
                 self.positions[(size, position)] += 1
         if row.top_k is not None and row.placed_depth is not None:
-            slot = self.by_top_k.setdefault(row.top_k, {"depth": Distribution(), "in_context": Distribution(), "retrieved": Distribution()})
+            slot = self.by_top_k.get(row.top_k)
+            if slot is None:
+                slot = self.by_top_k[row.top_k] = {"depth": Distribution(), "in_context": Distribution(), "retrieved": Distribution()}
             slot["depth"].add(row.placed_depth)
             for metric, key in ((names.METRIC_IN_CONTEXT, "in_context"), (names.METRIC_RETRIEVED, "retrieved")):
                 value = figures.get(metric)
@@ -289,6 +297,16 @@ class Series:
         return out
 
 
+def summary_numbers(figures: Mapping[str, Any]) -> list[tuple[str, float]]:
+    """The summary figures of a row that are numbers, once per row for all its groups."""
+    out = []
+    for metric in SUMMARY_FIGURES:
+        value = figures.get(metric)
+        if value is not None and type(value) in (int, float):
+            out.append((metric, value))
+    return out
+
+
 def top_k_bucket(top_k: int) -> str:
     if top_k <= 10:
         return str(top_k)
@@ -317,7 +335,8 @@ class Aggregator:
 
     def add(self, row: Row) -> Verdict:
         row_verdict = verdict(row, self.thresholds)
-        self.overall.add(row, row_verdict)
+        numbers = summary_numbers(row.figures)
+        self.overall.add(row, row_verdict, numbers)
         for dimension in self.group_by:
             value = self._dimension_value(row, dimension)
             if value is None:
@@ -330,7 +349,7 @@ class Aggregator:
                     group = groups.get(value)
                 if group is None:
                     group = groups[value] = Group()
-            group.add(row, row_verdict)
+            group.add(row, row_verdict, numbers)
         self.series.add(row.time, row.figures)
         if row.mismatches:
             self.mismatched += 1

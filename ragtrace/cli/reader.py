@@ -9,9 +9,10 @@ Three input shapes, detected per file, each optionally gzipped (detected by magi
   ``null`` for unused value kinds and ints as numbers);
 * any mix of those across files.
 
-Spans are joined by trace id across lines and files. A trace is finished once a root span (no
-parent, or a remote parent) has arrived and ``grace_spans`` more spans have been read (late
-children of a batch still join it), or at the end of input. Pending traces are capped at
+Spans are joined by trace id across lines and files. A trace is finished once the line (or
+document) holding its root span (no parent, or a remote parent) has been read, or ``grace_spans``
+spans later when asked (for inputs where children may come after their root: files given newest
+first, paged Phoenix exports), or at the end of input. Pending traces are capped at
 ``max_pending_spans`` spans: the oldest are finished early, with a warning, so memory stays flat
 whatever the input size. Attribute values are kept as raw OTLP ``AnyValue`` objects and decoded
 only when asked for (``Span.get``).
@@ -40,7 +41,7 @@ from .diagnostics import Diagnostics, Progress
 
 MAX_LINE_BYTES = 64 * 1024 * 1024  # longer lines are skipped with a warning
 MAX_DOCUMENT_BYTES = 512 * 1024 * 1024  # a single (non-lines) JSON document is parsed whole
-DEFAULT_GRACE_SPANS = 1000
+DEFAULT_GRACE_SPANS = 0  # finish a trace right after the line (or document) holding its root
 DEFAULT_MAX_PENDING_SPANS = 100_000
 _FINISHED_MEMORY = 100_000  # finished trace ids remembered, to recognise late spans
 
@@ -91,10 +92,42 @@ def _camel(value: Any) -> dict[str, Any]:
     return {}
 
 
+def _fast(raw: dict[str, Any]) -> Any:
+    """The two hottest shapes (a string; an array of strings or of ints), or _SLOW."""
+    value = raw.get("stringValue")
+    if value is not None and len(raw) == 1:
+        return value
+    array = raw.get("arrayValue")
+    if array is not None and len(raw) == 1 and type(array) is dict:
+        items = array.get("values")
+        if not items:
+            return [] if len(array) <= 1 else _SLOW
+        try:
+            first = items[0]
+            if "stringValue" in first:
+                out = [item["stringValue"] for item in items]
+                return out if all(type(v) is str for v in out) else _SLOW
+            if "intValue" in first:
+                return [int(item["intValue"]) for item in items]
+        except (KeyError, TypeError, ValueError):
+            return _SLOW
+    return _SLOW
+
+
+_SLOW = object()
+
+
 def decode_value(raw: Any) -> Any:
-    """An OTLP/JSON AnyValue (camelCase, or Phoenix's snake_case) as a Python value."""
+    """An OTLP/JSON AnyValue (camelCase, or Phoenix's snake_case) as a Python value.
+
+    Common shapes take a fast path; everything else goes through ``otlp_json.decode_any_value``.
+    """
     if not raw:
         return None
+    if type(raw) is dict:
+        value = _fast(raw)
+        if value is not _SLOW:
+            return value
     try:
         value = decode_any_value(raw)
         if value is None:

@@ -146,14 +146,19 @@ def spans_of(path: Path) -> list[tuple[dict[str, Any], dict[str, Any], dict[str,
     return out
 
 
-def to_collector(source: Path, target: Path, *, per_line: int = 7, seed: int = 5) -> None:
-    """The Collector's file-exporter shape: batches of spans from several traces, shuffled, each line
-    grouping its spans under two resources and their scopes (so roots often precede children)."""
+def to_collector(source: Path, target: Path, *, per_line: int = 7, seed: int = 5, shuffle_all: bool = False) -> None:
+    """The Collector's file-exporter shape: batches of spans from several traces in arrival order,
+    each line grouping its spans (shuffled within the line) under two resources and their scopes,
+    so a root often precedes its children in a line and traces straddle lines. ``shuffle_all``
+    shuffles across lines too (children after their root: needs --grace-spans)."""
     triples = spans_of(source)
-    random.Random(seed).shuffle(triples)
+    randomizer = random.Random(seed)
+    if shuffle_all:
+        randomizer.shuffle(triples)
     with open(target, "w", encoding="utf-8") as handle:
         for start in range(0, len(triples), per_line):
             batch = triples[start : start + per_line]
+            randomizer.shuffle(batch)
             resources: dict[str, dict[str, Any]] = {}
             for index, (resource, scope, span) in enumerate(batch):
                 name = "collector-a" if index % 2 else "collector-b"

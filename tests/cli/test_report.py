@@ -65,7 +65,7 @@ def _rows(document):
 
 @pytest.mark.parametrize(
     "shape",
-    ["gzip", "gzip-members", "halves", "interleaved", "three-files-reversed-halves", "collector", "phoenix", "phoenix-compact", "directory"],
+    ["gzip", "gzip-members", "halves", "interleaved", "three-files-reversed-halves", "collector", "collector-shuffled", "phoenix", "phoenix-compact", "directory"],
 )
 def test_every_input_shape_gives_the_same_rows(cli, known, tmp_path, shape):
     path, _ = known
@@ -87,10 +87,10 @@ def test_every_input_shape_gives_the_same_rows(cli, known, tmp_path, shape):
     elif shape == "three-files-reversed-halves":
         parts = [tmp_path / f"p{i}.jsonl" for i in range(3)]
         split(path, parts)
-        args = parts[::-1]  # newest first: roots come before their children, within the grace window
-    elif shape == "collector":
+        args = parts[::-1]  # newest first: roots come before their children, within --grace-spans
+    elif shape in ("collector", "collector-shuffled"):
         target = tmp_path / "collector.jsonl"
-        to_collector(path, target)
+        to_collector(path, target, shuffle_all=shape == "collector-shuffled")
         args = [target]
     elif shape == "directory":
         folder = tmp_path / "rotated"
@@ -103,10 +103,20 @@ def test_every_input_shape_gives_the_same_rows(cli, known, tmp_path, shape):
         target = tmp_path / "phoenix.json"
         to_phoenix(path, target, pretty=shape == "phoenix")
         args = [target]
-    result = cli("report", "--json", *args)
+    grace = ["--grace-spans", "100"] if shape in ("three-files-reversed-halves", "collector-shuffled") else []
+    result = cli("report", "--json", *grace, *args)
     assert result.code == 0, result.err
     assert result.err == ""
     assert _rows(result.json()) == reference
+
+
+def test_newest_file_first_needs_a_grace_window(cli, known, tmp_path):
+    parts = [tmp_path / f"p{i}.jsonl" for i in range(3)]
+    split(known[0], parts)
+    result = cli("report", "--json", *parts[::-1])
+    assert result.code == 0
+    assert "arrived after its trace was finished and reported; it is left out" in result.err
+    assert result.json()["inputs"]["late_spans"] >= 1
 
 
 def test_collector_lines_really_mix_traces_and_resources(known, tmp_path):
@@ -114,13 +124,16 @@ def test_collector_lines_really_mix_traces_and_resources(known, tmp_path):
     to_collector(known[0], target)
     import json
 
-    mixed = 0
+    mixed = root_first = 0
     for line in lines(target):
         request = json.loads(line)
         assert len(request["resourceSpans"]) in (1, 2)
-        trace_ids = {s["traceId"] for r in request["resourceSpans"] for sc in r["scopeSpans"] for s in sc["spans"]}
-        mixed += len(trace_ids) > 1
+        spans = [s for r in request["resourceSpans"] for sc in r["scopeSpans"] for s in sc["spans"]]
+        mixed += len({s["traceId"] for s in spans}) > 1
+        ids = [s["spanId"] for s in spans]
+        root_first += any(s.get("parentSpanId") in ids[:index] for index, s in enumerate(spans))
     assert mixed >= 1  # the fixture exercises joining, not just reading
+    assert root_first >= 1  # and parents listed before their children within a line
 
 
 def test_real_phoenix_page(cli):

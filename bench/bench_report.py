@@ -1,0 +1,176 @@
+"""Streaming speed and memory of ``ragtrace report``: spans per second and peak RSS at two input sizes.
+
+Generates OTLP/JSON lines the way a BatchSpanProcessor + JsonLinesExporter would write them (one
+export request of up to 512 spans per line), from real ragtrace pipelines run once through the SDK
+and cloned with fresh trace and span ids: 6 spans per trace (pipeline, embed, retrieve, rerank,
+assemble, generate), so 1,000,000 spans are about 167k traces. Each size is read in a fresh child
+process (reader + per-run rows + aggregation, the whole report minus printing), on one core.
+
+    .venv/bin/python bench/bench_report.py                 # 250k and 1M spans
+    .venv/bin/python bench/bench_report.py --sizes 100000  # quicker
+    .venv/bin/python bench/bench_report.py --keep DIR      # keep the generated files
+
+Target: >= 50,000 spans/s; peak RSS flat in input size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TARGET_SPANS_PER_SECOND = 50_000
+SPANS_PER_LINE = 512
+_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _variants(workdir: Path) -> list[tuple[str, list[str], str]]:
+    """(trace id, span ids, compact JSON of the spans) of a few real pipelines."""
+    sys.path.insert(0, str(_ROOT))
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    import ragtrace
+    from ragtrace.exporters import JsonLinesExporter
+
+    path = workdir / "variants.jsonl"
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(JsonLinesExporter(path)))
+    docs = [{"id": f"kb-{i}", "score": 1 - i / 20, "content": f"Passage {i}: facts about topic {i} that a reader may cite."} for i in range(12)]
+    answers = ["Per [1] and [2], yes.", "See [1].", "No citation here.", "Both [2] and [4] apply [9]."]
+    for variant in range(8):
+        top_k = (4, 6, 8, 10)[variant % 4]
+        with ragtrace.rag_pipeline("bench", query=f"question {variant}", version=f"v{variant % 2}", route=("faq", "search")[variant % 2], tracer_provider=provider):
+            with ragtrace.embed(model="e", tracer_provider=provider) as e:
+                e.record([[0.0] * 8], input_tokens=5)
+            with ragtrace.retrieve(f"question {variant}", top_k=top_k, tracer_provider=provider) as r:
+                r.record(docs[:top_k])
+            with ragtrace.rerank(model="r", top_n=3, tracer_provider=provider) as rr:
+                rr.record(docs[: 3 + variant % 2])
+            with ragtrace.assemble(tracer_provider=provider) as ctx:
+                for doc in rr.chunks:
+                    ctx.add(doc)
+                prompt = ctx.render(question=f"question {variant}")
+            with ragtrace.generate(model="m", prompt=prompt, tracer_provider=provider) as g:
+                g.record(answers[variant % len(answers)])
+    provider.shutdown()
+    traces: dict[str, list[dict]] = {}
+    for line in path.read_text().splitlines():
+        for resource_spans in json.loads(line)["resourceSpans"]:
+            for scope in resource_spans["scopeSpans"]:
+                for span in scope["spans"]:
+                    traces.setdefault(span["traceId"], []).append(span)
+    out = []
+    for trace_id, spans in traces.items():
+        out.append((trace_id, [s["spanId"] for s in spans], ",".join(json.dumps(s, separators=(",", ":")) for s in spans)))
+    return out
+
+
+def generate(path: Path, spans: int, workdir: Path) -> int:
+    """Write about ``spans`` spans; returns the exact number written."""
+    variants = _variants(workdir)
+    head = '{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"bench"}}]},"scopeSpans":[{"scope":{"name":"ragtrace"},"spans":['
+    tail = "]}]}]}\n"
+    written = 0
+    trace_number = 0
+    with open(path, "w", encoding="utf-8") as handle:
+        batch: list[str] = []
+        batch_spans = 0
+        while written < spans:
+            trace_id, span_ids, text = variants[trace_number % len(variants)]
+            trace_number += 1
+            text = text.replace(trace_id, f"{trace_number:032x}")
+            for index, span_id in enumerate(span_ids):
+                text = text.replace(span_id, f"{trace_number:012x}{index:04x}")
+            batch.append(text)
+            batch_spans += len(span_ids)
+            written += len(span_ids)
+            if batch_spans >= SPANS_PER_LINE:
+                handle.write(head + ",".join(batch) + tail)
+                batch, batch_spans = [], 0
+        if batch:
+            handle.write(head + ",".join(batch) + tail)
+    return written
+
+
+def measure(path: Path) -> dict:
+    """Read and aggregate ``path`` in this process; the numbers for one size."""
+    sys.path.insert(0, str(_ROOT))
+    from ragtrace.cli.diagnostics import Diagnostics
+    from ragtrace.cli.report import ReadOptions, run_report
+    from ragtrace.cli.settings import Settings
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    started = time.perf_counter()
+    cpu_started = time.process_time()
+    result = run_report([str(path)], Settings(), Diagnostics(open(os.devnull, "w"), quiet=True), options=ReadOptions(progress=False))
+    elapsed = time.perf_counter() - started
+    cpu = time.process_time() - cpu_started
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {
+        "spans": result.stats.spans,
+        "traces": result.stats.traces,
+        "runs": result.runs,
+        "bytes": result.stats.bytes,
+        "seconds": elapsed,
+        "cpu_seconds": cpu,
+        "spans_per_second": result.stats.spans / elapsed,
+        "peak_rss_mb": peak / 1024,
+        "rss_before_mb": before / 1024,
+        "recall_p50": result.aggregator.overall.figures["recall_proxy"].percentile(50),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="250000,1000000", help="span counts, comma-separated")
+    parser.add_argument("--keep", metavar="DIR", help="write the generated files here and keep them")
+    parser.add_argument("--measure", metavar="FILE", help=argparse.SUPPRESS)  # child mode
+    args = parser.parse_args()
+    if args.measure:
+        print(json.dumps(measure(Path(args.measure))))
+        return 0
+
+    sizes = [int(s) for s in args.sizes.split(",")]
+    workdir = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="ragtrace-bench-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    rows = []
+    try:
+        for size in sizes:
+            path = workdir / f"spans-{size}.jsonl"
+            started = time.perf_counter()
+            written = generate(path, size, workdir)
+            print(f"generated {written:,} spans ({path.stat().st_size / 1_048_576:,.0f} MB) in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+            child = subprocess.run(
+                [sys.executable, __file__, "--measure", str(path)],
+                capture_output=True, text=True, check=True, env={**os.environ, "PYTHONHASHSEED": "0"},
+            )
+            rows.append(json.loads(child.stdout))
+            if not args.keep:
+                path.unlink()
+    finally:
+        if not args.keep:
+            for leftover in workdir.iterdir():
+                leftover.unlink()
+            workdir.rmdir()
+
+    print(f"{'spans':>10} {'traces':>9} {'MB':>6} {'seconds':>8} {'spans/s':>9} {'peak RSS MB':>12}")
+    for row in rows:
+        print(f"{row['spans']:>10,} {row['traces']:>9,} {row['bytes'] / 1_048_576:>6,.0f} {row['seconds']:>8.1f} {row['spans_per_second']:>9,.0f} {row['peak_rss_mb']:>12.1f}")
+    slowest = min(row["spans_per_second"] for row in rows)
+    verdict = "meets" if slowest >= TARGET_SPANS_PER_SECOND else "MISSES"
+    print(f"slowest {slowest:,.0f} spans/s: {verdict} the {TARGET_SPANS_PER_SECOND:,} spans/s target (one core, CPython {sys.version.split()[0]})")
+    if len(rows) > 1:
+        growth = rows[-1]["peak_rss_mb"] - rows[0]["peak_rss_mb"]
+        print(f"peak RSS grows {growth:+.1f} MB from {rows[0]['spans']:,} to {rows[-1]['spans']:,} spans")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
