@@ -256,7 +256,9 @@ class Writer:
         if self.style == "markdown":
             self.out.write(f"## {text}\n\n")
         elif self._console is not None:
-            self._console.rule(text)
+            from rich.text import Text
+
+            self._console.rule(Text(text))
         else:
             self.out.write(f"{text}\n{'=' * len(text)}\n")
 
@@ -276,12 +278,14 @@ class Writer:
             self.out.write("\n".join(_markdown_table(table)) + "\n")
         elif self._console is not None:
             from rich.table import Table as RichTable
+            from rich.text import Text
 
-            rich_table = RichTable(title=table.title, title_justify="left")
+            # Text(), not str: trace text like "[1] why?" must never be read as rich markup
+            rich_table = RichTable(title=Text(table.title), title_justify="left")
             for header, right in zip(table.headers, table.right):
-                rich_table.add_column(header, justify="right" if right else "left")
+                rich_table.add_column(Text(header), justify="right" if right else "left")
             for row in table.rows:
-                rich_table.add_row(*row)
+                rich_table.add_row(*(Text(cell) for cell in row))
             self._console.print(rich_table, markup=False, highlight=False)
         else:
             self.out.write("\n".join(_plain(table)) + "\n\n")
