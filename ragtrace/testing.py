@@ -207,14 +207,6 @@ def _options(previous: _config.Config) -> dict[str, Any]:
     }
 
 
-def _restore(previous: _config.Config) -> None:
-    # TODO(config): use a public snapshot/restore once ragtrace._internal.config offers one.
-    if previous == _config._initial():
-        _config.reset()
-    else:
-        _config.configure(**_options(previous))
-
-
 @contextmanager
 def capture(**configure_options: Any) -> Iterator[CapturedSpans]:
     """Send ragtrace's spans to memory for the duration of the block, then restore the configuration.
@@ -232,7 +224,7 @@ def capture(**configure_options: Any) -> Iterator[CapturedSpans]:
     try:
         yield captured
     finally:
-        _restore(previous)
+        _config.restore(previous)
         captured.provider.shutdown()
 
 

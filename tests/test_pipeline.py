@@ -331,3 +331,27 @@ def test_non_answer_generations_are_left_out(spans):
     assert roles == ["answer", "grader", "rewrite"]
     grader_span = next(s for s in spans.by_stage("generate") if s.attributes[names.RAG_GENERATION_ROLE] == "grader")
     assert "rag.metrics.recall_proxy" not in grader_span.attributes
+
+
+def test_stream_chunks_keep_usage_model_and_finish_reason(spans):
+    chunks = [
+        {"id": "c1", "model": "m-1", "choices": [{"delta": {"content": "Hi "}}]},
+        {"id": "c1", "model": "m-1", "choices": [{"delta": {"content": "[1]"}, "finish_reason": "stop"}]},
+        {"id": "c1", "choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 2}},
+    ]
+    with ragtrace.rag_pipeline("streamed") as run:
+        with ragtrace.retrieve() as r:
+            r.record(DOCS[:2])
+        with ragtrace.assemble() as ctx:
+            ctx.add(DOCS[0])
+        with ragtrace.generate(model="m", prompt=ctx.prompt) as g:
+            assert list(g.stream(chunks)) == chunks
+    assert run.metrics["cited"] == 1
+    attrs = spans.one("generate").attributes
+    assert attrs[names.GEN_AI_REQUEST_STREAM] is True
+    assert attrs[names.GEN_AI_USAGE_INPUT_TOKENS] == 5
+    assert attrs[names.GEN_AI_USAGE_OUTPUT_TOKENS] == 2
+    assert attrs[names.GEN_AI_RESPONSE_MODEL] == "m-1"
+    assert attrs[names.GEN_AI_RESPONSE_ID] == "c1"
+    assert list(attrs[names.GEN_AI_RESPONSE_FINISH_REASONS]) == ["stop"]
+    assert attrs[names.OI_OUTPUT_VALUE] == "Hi [1]"

@@ -131,6 +131,15 @@ def configure(
     return provider
 
 
+def restore(previous: Config) -> None:
+    """Put back a configuration taken earlier with ``current()`` (testing helpers use this)."""
+    global _config
+    if not isinstance(previous, Config):
+        raise TypeError("restore() takes a Config returned by current()")
+    with _config_lock:
+        _config = previous
+
+
 def reset() -> None:
     """Back to the unconfigured state (environment and defaults). For tests."""
     global _config

@@ -213,6 +213,8 @@ OI_TRACE_EVALUATIONS: Final = "trace.evaluations"  # .{i}.evaluation.name / .sco
 OI_EVALUATION_NAME: Final = "evaluation.name"
 OI_EVALUATION_SCORE: Final = "evaluation.score"
 OI_EVALUATION_LABEL: Final = "evaluation.label"
+OI_EVALUATION_ANNOTATOR_KIND: Final = "evaluation.annotator_kind"
+ANNOTATOR_CODE: Final = "CODE"  # the figures are computed by code, not a human or an LLM judge
 MIME_TEXT: Final = "text/plain"
 MIME_JSON: Final = "application/json"
 
@@ -310,9 +312,9 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(metric_attribute(METRIC_CITED_POSITIONS), "int[]", "pipeline, generate", False, "Prompt positions of cited chunks (lost-in-the-middle signal)."),
     AttributeInfo(OI_SPAN_KIND, "string", _ALL, False, "CHAIN, EMBEDDING, RETRIEVER, RERANKER, PROMPT or LLM."),
     AttributeInfo(OI_INPUT_VALUE, "string", _ALL, True, "Stage input (query, prompt)."),
-    AttributeInfo(OI_INPUT_MIME_TYPE, "string", _ALL, False, "text/plain or application/json."),
+    AttributeInfo(OI_INPUT_MIME_TYPE, "string", _ALL, True, "text/plain or application/json; set only with input.value."),
     AttributeInfo(OI_OUTPUT_VALUE, "string", _ALL, True, "Stage output (answer, prompt)."),
-    AttributeInfo(OI_OUTPUT_MIME_TYPE, "string", _ALL, False, "text/plain or application/json."),
+    AttributeInfo(OI_OUTPUT_MIME_TYPE, "string", _ALL, True, "text/plain or application/json; set only with output.value."),
     AttributeInfo(OI_EMBEDDING_MODEL_NAME, "string", "embed", False, "Embedding model."),
     AttributeInfo(OI_LLM_MODEL_NAME, "string", "generate", False, "LLM model."),
     AttributeInfo(OI_LLM_PROVIDER, "string", "generate", False, "LLM provider."),
@@ -328,5 +330,5 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(OI_RERANKER_QUERY, "string", "rerank", True, "Rerank query."),
     AttributeInfo(OI_RERANKER_MODEL_NAME, "string", "rerank", False, "Rerank model."),
     AttributeInfo(OI_RERANKER_TOP_K, "int", "rerank", False, "Rerank top_n."),
-    AttributeInfo(OI_TRACE_EVALUATIONS + ".{i}.evaluation.{name,score,label}", "string, double", "pipeline", False, "The per-trace proxies for OpenInference tools."),
+    AttributeInfo(OI_TRACE_EVALUATIONS + ".{i}.evaluation.{name,score,label,annotator_kind}", "string, double", "pipeline", False, "The per-trace proxies for OpenInference tools."),
 )

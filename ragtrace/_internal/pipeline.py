@@ -69,7 +69,7 @@ class RagPipeline(Stage):
             names.RAG_CONTENT_MODE: self.config.content.mode,
         }
         for key, value in self.attributes.items():
-            if isinstance(value, (str, bool, int, float)):
+            if isinstance(value, (str, bool, float)) or (isinstance(value, int) and -(2**63) <= value < 2**63):  # OTLP ints are int64
                 attributes[names.RAG_PIPELINE_ATTRIBUTE_PREFIX + key] = value
         return attributes
 
@@ -77,6 +77,7 @@ class RagPipeline(Stage):
         state = state_module.PipelineState(self.config)
         version = self.attributes.get("version")
         state.labels = {names.GEN_AI_WORKFLOW_NAME: self.name}
+        state.tracer_provider = self._provider
         if isinstance(version, (str, int)):
             state.labels[names.RAG_PIPELINE_VERSION] = version
         return state
@@ -97,7 +98,7 @@ class RagPipeline(Stage):
             return
         self.query = text
         self.attrs.essential(names.RAG_QUERY_HASH, query_hash(text))
-        self._oi_content(names.OI_INPUT_VALUE, text)
+        self._oi_value(names.OI_INPUT_VALUE, text)
 
     def attach(self) -> None:
         super().attach()
@@ -124,7 +125,7 @@ class RagPipeline(Stage):
         self.metrics = dict(result.values)
         self.status = result.status_text
         if state.answer_text is not None:
-            self._oi_content(names.OI_OUTPUT_VALUE, state.answer_text)
+            self._oi_value(names.OI_OUTPUT_VALUE, state.answer_text)
         set_figures(self, result, events=True)
 
     def record(self, output: Any) -> None:

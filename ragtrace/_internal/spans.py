@@ -59,6 +59,27 @@ def json_list_within(items: Sequence[Any], limit: int | None) -> str | None:
     return compact_json(list(items[:low])) if low or limit >= 2 else None
 
 
+def json_messages_within(messages: Sequence[tuple[Any, str]], limit: int | None) -> str | None:
+    """``[{"role", "content"}, ...]`` as JSON of at most ``limit`` characters (None: no limit).
+
+    Contents are cut as strings *before* serialising, so the value is always valid JSON; a
+    message left with no room at all is dropped, with those after it.
+    """
+    out: list[dict[str, Any]] = []
+    for role, text in messages:
+        out.append({"role": role, "content": text})
+        excess = len(compact_json(out)) - limit if limit is not None else 0
+        while excess > 0 and out[-1]["content"]:
+            content = out[-1]["content"]  # a cut of n characters shortens the JSON by at least n
+            out[-1]["content"] = content[: max(0, len(content) - excess)]
+            excess = len(compact_json(out)) - limit  # type: ignore[operator]
+        if excess > 0:
+            out.pop()
+            break
+    text = compact_json(out)
+    return text if limit is None or len(text) <= limit else None
+
+
 def trim_text(text: str, max_chars: int) -> str:
     return text if len(text) <= max_chars else text[:max_chars]
 
@@ -95,13 +116,15 @@ class Attributes:
             self._essential[key] = value
             self.set(key, value)
 
-    def content(self, key: str, text: str | None, max_chars: int) -> None:
-        """A content-bearing attribute: passes the content policy, then is trimmed."""
+    def content(self, key: str, text: str | None, max_chars: int) -> bool:
+        """A content-bearing attribute: passes the content policy, then is trimmed. True if set."""
         if not self.recording or text is None:
-            return
+            return False
         allowed = self.policy.text(text)
-        if allowed is not None:
-            self.span.set_attribute(key, trim_text(allowed, max_chars))
+        if allowed is None:
+            return False
+        self.span.set_attribute(key, trim_text(allowed, max_chars))
+        return True
 
     def json_list(self, key: str, items: Sequence[Any]) -> None:
         if self.recording:

@@ -24,7 +24,7 @@ from .chunks import Accessors, Chunk, NO_ACCESSORS, normalize
 from .citations import CitationPattern, CitationResult, parse_citations
 from .config import Config
 from .guard import call_guarded, guard, warn_once
-from .spans import Attributes, finite_or_nan, message_text, messages_json, record_error, trim_text
+from .spans import Attributes, finite_or_nan, json_messages_within, message_text, messages_json, record_error, trim_text, value_length_limit
 from .tokens import Tokenizer
 
 
@@ -62,7 +62,9 @@ class Stage:
             if self.config.openinference:
                 start[names.OI_SPAN_KIND] = self.oi_kind
             start = {k: v for k, v in start.items() if v is not None}
-            tracer = config_module.tracer(self._provider)
+            pipeline = state_module.current()
+            provider = self._provider or (pipeline.tracer_provider if pipeline is not None else None)
+            tracer = config_module.tracer(provider)
             self.span = tracer.start_span(self.span_name(), kind=self.span_kind, attributes=start)
             self.attrs = Attributes(self.span, self.config.content)
             for key in (names.RAG_STAGE, names.GEN_AI_OPERATION_NAME, names.OI_SPAN_KIND):
@@ -146,13 +148,27 @@ class Stage:
         self.__exit__(exc_type, exc, tb)
 
     # -- helpers ---------------------------------------------------------------------------------
-    def _content(self, key: str, text: str | None) -> None:
-        if self.attrs is not None:
-            self.attrs.content(key, text, self.config.max_content_chars)
+    def _content(self, key: str, text: str | None) -> bool:
+        return self.attrs is not None and self.attrs.content(key, text, self.config.max_content_chars)
 
-    def _oi_content(self, key: str, text: str | None) -> None:
-        if self.config.openinference:
-            self._content(key, text)
+    def _oi_content(self, key: str, text: str | None) -> bool:
+        return self.config.openinference and self._content(key, text)
+
+    def _oi_value(self, key: str, value: str | None, *, json_value: bool = False) -> None:
+        """``input.value``/``output.value`` plus its mime type, the type only when the value went out.
+
+        A JSON value must come from ``_prompt_json`` (policy applied, sized to fit the limits).
+        """
+        if not self.config.openinference or self.attrs is None:
+            return
+        if json_value:
+            sent = value is not None and self.attrs.recording
+            self.attrs.set(key, value)
+        else:
+            sent = self._content(key, value)
+        if sent:
+            mime_key = names.OI_INPUT_MIME_TYPE if key == names.OI_INPUT_VALUE else names.OI_OUTPUT_MIME_TYPE
+            self.attrs.set(mime_key, names.MIME_JSON if json_value else names.MIME_TEXT)
 
 
 def _effective_config() -> Config:
@@ -166,7 +182,17 @@ def _int_or_none(value: Any, what: str) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int):
         warn_once(f"int:{what}", "%s should be an int, got %s; ignored", what, type(value).__name__)
         return None
+    if not -(2**63) <= value < 2**63:  # OTLP carries int64: a bigger int would fail the whole export batch
+        warn_once(f"int64:{what}", "%s does not fit in 64 bits; ignored", what)
+        return None
     return value
+
+
+def _float_or_none(value: Any) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except OverflowError:  # an int beyond float range
+        return None
 
 
 def _as_text(value: Any) -> str | None:
@@ -212,7 +238,8 @@ class Embed(Stage):
         with guard("embed record"):
             if dimensions is None and vectors is not None:
                 dimensions = _dimensions(vectors)
-            assert self.attrs is not None
+            if self.attrs is None:  # the span could not be started
+                return
             self.attrs.set(names.GEN_AI_EMBEDDINGS_DIMENSION_COUNT, _int_or_none(dimensions, "dimensions"))
             tokens = _int_or_none(input_tokens, "input_tokens")
             self.attrs.set(names.GEN_AI_USAGE_INPUT_TOKENS, tokens)
@@ -220,8 +247,8 @@ class Embed(Stage):
                 self.attrs.set(names.OI_LLM_TOKEN_COUNT_PROMPT, tokens)
                 self.attrs.set(names.OI_LLM_TOKEN_COUNT_TOTAL, tokens)
             if text is not None:
-                joined = text if isinstance(text, str) else "\n".join(t for t in text if isinstance(t, str))
-                self._oi_content(names.OI_INPUT_VALUE, joined)
+                joined = text if isinstance(text, str) else "\n".join(t for t in text if isinstance(t, str)) if isinstance(text, (list, tuple)) else None
+                self._oi_value(names.OI_INPUT_VALUE, joined)
 
 
 def _dimensions(vectors: Any) -> int | None:
@@ -290,7 +317,7 @@ class Retrieve(Stage):
         if text is not None:
             self.query = text
             self._content(names.GEN_AI_RETRIEVAL_QUERY_TEXT, text)
-            self._oi_content(names.OI_INPUT_VALUE, text)
+            self._oi_value(names.OI_INPUT_VALUE, text)
 
     def record(self, results: Any) -> None:
         """Record what the retriever returned (any common document shape, in rank order)."""
@@ -400,7 +427,7 @@ class Rerank(Stage):
         if text is not None:
             self.query = text
             self._oi_content(names.OI_RERANKER_QUERY, text)
-            self._oi_content(names.OI_INPUT_VALUE, text)
+            self._oi_value(names.OI_INPUT_VALUE, text)
 
     def record(self, output: Any, *, candidates: Any = None) -> None:
         """Record the reranked results (new order); ``candidates`` defaults to the last retrieval."""
@@ -575,13 +602,30 @@ class Assemble(Stage):
         attrs.set_many(values)
         attrs.essential(names.RAG_CONTEXT_INCLUSION_METHOD, record.method)
         if self.config.openinference and record.prompt is not None:
-            is_text = isinstance(record.prompt, str)
-            self.attrs.set(names.OI_OUTPUT_MIME_TYPE, names.MIME_TEXT if is_text else names.MIME_JSON)
-            self._content(names.OI_OUTPUT_VALUE, record.prompt if is_text else _messages_text(record.prompt))
+            if isinstance(record.prompt, str):
+                self._oi_value(names.OI_OUTPUT_VALUE, record.prompt)
+            else:  # declared JSON, so it must stay valid JSON under every length limit
+                self._oi_value(names.OI_OUTPUT_VALUE, _prompt_json(self, record.prompt), json_value=True)
 
 
 def _raise(error: BaseException) -> None:
     raise error
+
+
+def _prompt_json(stage: Stage, messages: Any) -> str | None:
+    """A chat prompt as ``[{role, content}]`` JSON that fits the limits whole; each message's text
+    passes the content policy."""
+    policy = stage.config.content
+    if not policy.captures or not isinstance(messages, Sequence):
+        return None
+    pairs = []
+    for message in messages:
+        text = policy.text(message_text(message)) if isinstance(message, Mapping) else None
+        if text is None:
+            return None
+        pairs.append((message.get("role"), text))
+    limit, span_limit = stage.config.max_content_chars, value_length_limit(stage.span)
+    return json_messages_within(pairs, limit if span_limit is None else min(limit, span_limit))
 
 
 def _render_plain(builder: ContextBuilder, template: Any, variables: Mapping[str, Any]) -> Prompt:
@@ -594,15 +638,6 @@ def _render_plain(builder: ContextBuilder, template: Any, variables: Mapping[str
     if isinstance(template, str):
         return _render_text(template, block, variables)[0]
     return _render_messages(template, block, variables)[0]
-
-
-def _messages_text(messages: Any) -> str | None:
-    import json
-
-    try:
-        return json.dumps([{"role": m.get("role"), "content": message_text(m)} for m in messages], ensure_ascii=False)
-    except Exception:  # noqa: BLE001 - odd message objects
-        return None
 
 
 def _explain_missing(record: ContextRecord, state: state_module.PipelineState) -> None:
@@ -657,7 +692,7 @@ class Generate(Stage):
         attributes = {
             names.GEN_AI_PROVIDER_NAME: self.provider,
             names.GEN_AI_REQUEST_MODEL: self.model,
-            names.GEN_AI_REQUEST_TEMPERATURE: float(temperature) if temperature is not None else None,
+            names.GEN_AI_REQUEST_TEMPERATURE: _float_or_none(temperature),
             names.GEN_AI_REQUEST_MAX_TOKENS: _int_or_none(self.max_tokens, "max_tokens"),
             names.RAG_GENERATION_ROLE: str(self.role),
         }
@@ -703,6 +738,8 @@ class Generate(Stage):
                 if self.pieces is None:
                     self.pieces = []
                 self.pieces.append(text)
+            if not isinstance(piece, str):
+                self._usage.update({k: v for k, v in _chunk_metadata(piece).items() if v is not None})
 
     def stream_done(self, pieces: Iterable[Any]) -> None:
         """A whole stream that was already consumed (the generator decorator's collected pieces)."""
@@ -774,11 +811,12 @@ class Generate(Stage):
             }
         )
         if self.config.openinference:
-            prompt_tokens, completion_tokens = usage.get("input_tokens"), usage.get("output_tokens")
-            attrs.set(names.OI_LLM_TOKEN_COUNT_PROMPT, _int_or_none(prompt_tokens, "input_tokens"))
-            attrs.set(names.OI_LLM_TOKEN_COUNT_COMPLETION, _int_or_none(completion_tokens, "output_tokens"))
-            if isinstance(prompt_tokens, int) and isinstance(completion_tokens, int):
-                attrs.set(names.OI_LLM_TOKEN_COUNT_TOTAL, prompt_tokens + completion_tokens)
+            prompt_tokens = _int_or_none(usage.get("input_tokens"), "input_tokens")
+            completion_tokens = _int_or_none(usage.get("output_tokens"), "output_tokens")
+            attrs.set(names.OI_LLM_TOKEN_COUNT_PROMPT, prompt_tokens)
+            attrs.set(names.OI_LLM_TOKEN_COUNT_COMPLETION, completion_tokens)
+            if prompt_tokens is not None and completion_tokens is not None:
+                attrs.set(names.OI_LLM_TOKEN_COUNT_TOTAL, _int_or_none(prompt_tokens + completion_tokens, "total_tokens"))
         citations = self.citations
         if citations is not None:
             attrs.set_many(
@@ -807,7 +845,10 @@ class Generate(Stage):
                     prefix = names.indexed(names.OI_LLM_INPUT_MESSAGES, index, "")
                     self.attrs.set(prefix + names.OI_MESSAGE_ROLE, str(message.get("role", "user")))
                     self._content(prefix + names.OI_MESSAGE_CONTENT, message_text(message))
-                self._content(names.OI_INPUT_VALUE, self.prompt if isinstance(self.prompt, str) else _messages_text(messages))
+                if isinstance(self.prompt, str):
+                    self._oi_value(names.OI_INPUT_VALUE, self.prompt)
+                else:
+                    self._oi_value(names.OI_INPUT_VALUE, _prompt_json(self, messages), json_value=True)
         if self.text is not None:
             output = messages_json([{"role": "assistant", "content": self.text}], self.config.content, limit)
             if output is not None:
@@ -817,7 +858,7 @@ class Generate(Stage):
                 prefix = names.indexed(names.OI_LLM_OUTPUT_MESSAGES, 0, "")
                 self.attrs.set(prefix + names.OI_MESSAGE_ROLE, "assistant")
                 self._content(prefix + names.OI_MESSAGE_CONTENT, self.text)
-                self._content(names.OI_OUTPUT_VALUE, self.text)
+                self._oi_value(names.OI_OUTPUT_VALUE, self.text)
 
 
 def _prompt_messages(prompt: Any) -> list[Mapping[str, Any]] | None:
@@ -844,21 +885,32 @@ def _completion(output: Any) -> tuple[str | None, dict[str, Any]]:
         return output.decode("utf-8", "replace"), {}
     choices = _get(output, "choices")
     if choices is not None:
-        usage = _get(output, "usage")
         first = choices[0] if isinstance(choices, Sequence) and choices else None
         message = _get(first, "message") if first is not None else None
         text = _get(message, "content") if message is not None else _get(first, "text")
-        reasons = [r for r in (_get(c, "finish_reason") for c in choices) if isinstance(r, str)] if isinstance(choices, Sequence) else []
-        return _as_text(text) if not isinstance(text, list) else message_text({"content": text}), {
-            "input_tokens": _get(usage, "prompt_tokens") if usage is not None else None,
-            "output_tokens": _get(usage, "completion_tokens") if usage is not None else None,
-            "response_model": _get(output, "model"),
-            "response_id": _get(output, "id"),
-            "finish_reasons": reasons or None,
-        }
+        text = message_text({"content": text}) if isinstance(text, list) else _as_text(text)
+        return text, _chunk_metadata(output)
     if isinstance(output, Iterable) and not isinstance(output, Mapping):
         return "".join(_piece_text(p) or "" for p in output), {}
     return None, {}
+
+
+def _chunk_metadata(chunk: Any) -> dict[str, Any]:
+    """Usage, model, id and finish reason carried by an OpenAI-style stream chunk (often the last)."""
+    usage = _get(chunk, "usage")
+    choices = _get(chunk, "choices")
+    reasons = (
+        [r for r in (_get(c, "finish_reason") for c in choices) if isinstance(r, str)]
+        if isinstance(choices, Sequence)
+        else []
+    )
+    return {
+        "input_tokens": _get(usage, "prompt_tokens") if usage is not None else None,
+        "output_tokens": _get(usage, "completion_tokens") if usage is not None else None,
+        "response_model": _get(chunk, "model"),
+        "response_id": _get(chunk, "id"),
+        "finish_reasons": reasons or None,
+    }
 
 
 def _piece_text(piece: Any) -> str | None:
@@ -897,6 +949,7 @@ def set_figures(stage: Stage, result: figures_module.Figures, *, events: bool = 
                         names.indexed(names.OI_TRACE_EVALUATIONS, index, names.OI_EVALUATION_NAME): evaluation_name,
                         names.indexed(names.OI_TRACE_EVALUATIONS, index, names.OI_EVALUATION_SCORE): score,
                         names.indexed(names.OI_TRACE_EVALUATIONS, index, names.OI_EVALUATION_LABEL): figures_module.label(score),
+                        names.indexed(names.OI_TRACE_EVALUATIONS, index, names.OI_EVALUATION_ANNOTATOR_KIND): names.ANNOTATOR_CODE,
                     }
                 )
     # the figures go last so the SDK's evict-the-oldest limit can't drop them

@@ -35,6 +35,7 @@ class PipelineState:
     answer_text: str | None = None
     unreadable: int = 0
     labels: dict[str, Any] = field(default_factory=dict)  # bounded metric labels of the pipeline
+    tracer_provider: Any = None  # rag_pipeline(tracer_provider=...): its stages use it too
     _ids_by_hash: dict[str, str] = field(default_factory=dict)
 
     def add_retrieval(self, chunks: list[Chunk], unreadable: int) -> list[Chunk]:

@@ -191,8 +191,11 @@ def assert_figures_on_root(root: dict, run: ragtrace.RagPipeline) -> None:
         assert a[prefix + "name"] == f"ragtrace.{proxy}"
         assert a[prefix + "score"] == run.metrics[proxy] and type(a[prefix + "score"]) is float
         assert a[prefix + "label"] == label(run.metrics[proxy])
+        assert a[prefix + "annotator_kind"] == "CODE"
     assert keys_under(a, "trace.evaluations.") == {
-        f"trace.evaluations.{i}.evaluation.{f}" for i in range(len(PROXIES)) for f in ("name", "score", "label")
+        f"trace.evaluations.{i}.evaluation.{f}"
+        for i in range(len(PROXIES))
+        for f in ("name", "score", "label", "annotator_kind")
     }
     events = [e for e in root["events"] if e["name"] == "gen_ai.evaluation.result"]
     assert [
@@ -337,12 +340,6 @@ def test_full_pipeline_as_phoenix_sees_it(export: Export) -> None:
     assert ui["pipeline"]["spanAnnotations"] == [] and ui["pipeline"]["trace"] == {"traceAnnotations": []}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core gap: the generate span sets input.value (JSON of the chat messages) without input.mime_type, "
-    "and sets output.value (plain text) without output.mime_type, so Phoenix's gen_ai mapping adds "
-    "output.mime_type=application/json (from gen_ai.response.id/model) to a text value",
-)
 def test_llm_input_and_output_mime_types_match_their_values(export: Export) -> None:
     export.configure()
     run = run_pipeline()
@@ -460,12 +457,6 @@ def test_unscored_document_makes_phoenix_drop_the_gen_ai_list(export: Export) ->
     assert a["rag.retrieval.chunk_ids"] == ["s0", "s1", "s2"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core gap: stage handles resolve their tracer from their own tracer_provider=, then configure(), "
-    "then the global provider; the provider given to rag_pipeline(tracer_provider=...) is not inherited, "
-    "so only the root span is exported through it",
-)
 def test_provider_given_to_the_pipeline_carries_every_stage(export: Export) -> None:
     run = run_pipeline(tracer_provider=export.provider)  # no ragtrace.configure()
     export.flush()
