@@ -21,7 +21,9 @@ from ._internal.config import configure
 from ._internal.decorators import assembler, embedder, generator, reranker, retriever
 from ._internal.pipeline import RagPipeline
 from ._internal.redaction import Redactor
-from ._internal.stages import Assemble, Embed, Generate, Rerank, Retrieve
+from ._internal.assemble_stage import Assemble
+from ._internal.generation import Generate
+from ._internal.retrieval import Embed, Rerank, Retrieve
 from ._internal.tokens import SimpleTokenizer, TiktokenTokenizer, Tokenizer
 
 __all__ = [

@@ -33,7 +33,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 import ragtrace
-from ragtrace._internal import assembly, chunks, config, figures, guard, names, otel_metrics, spans as spans_module, stages
+from ragtrace._internal import assemble_stage, assembly, chunks, config, figures, generation, guard, names, otel_metrics, pipeline, retrieval, stage, spans as spans_module
 from ragtrace._internal.otlp_json import encode_spans as encode_json
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -197,18 +197,18 @@ class RaisingProcessor(SpanProcessor):
 # Each fault is one internal step failing every time it runs. Where a function is imported by
 # name elsewhere, every binding is patched.
 FAULTS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
-    "normalize": _patch((chunks, "normalize"), (stages, "normalize")),
+    "normalize": _patch((chunks, "normalize"), (retrieval, "normalize"), (assemble_stage, "normalize")),
     "to_chunk": _patch((chunks, "to_chunk"), (assembly, "to_chunk")),
     "builder.record": _patch((assembly.ContextBuilder, "record")),
     "builder.drop": _patch((assembly.ContextBuilder, "drop")),
     "placement": _patch((assembly, "Placement")),
     "label_map": _patch((assembly.ContextRecord, "label_map")),
-    "locate": _patch((stages, "locate")),
-    "explain_missing": _patch((stages, "_explain_missing")),
-    "parse_citations": _patch((stages, "parse_citations")),
+    "locate": _patch((assemble_stage, "locate")),
+    "explain_missing": _patch((assemble_stage, "_explain_missing")),
+    "parse_citations": _patch((generation, "parse_citations")),
     "figures.compute": _patch((figures, "compute")),
-    "set_figures": _patch((stages, "set_figures")),
-    "record_error": _patch((stages, "record_error")),
+    "set_figures": _patch((generation, "set_figures"), (pipeline, "set_figures")),
+    "record_error": _patch((stage, "record_error")),
     "Attributes.set_many": _patch((spans_module.Attributes, "set_many")),
     "Span.set_attribute": _patch((Span, "set_attribute")),
     "Span.set_attributes": _patch((Span, "set_attributes")),

@@ -97,7 +97,7 @@ class _Entry:
     truncated: bool
 
 
-def _render_text(template: str, block: str, variables: Mapping[str, Any]) -> tuple[str, int]:
+def render_text(template: str, block: str, variables: Mapping[str, Any]) -> tuple[str, int]:
     """The filled template and where the context block starts in it."""
     before, found, after = template.partition(_CONTEXT)
     head = fill(before, variables)
@@ -107,7 +107,7 @@ def _render_text(template: str, block: str, variables: Mapping[str, Any]) -> tup
     return head + block + fill(after, variables), len(head)
 
 
-def _render_messages(
+def render_messages(
     template: Sequence[Message], block: str, variables: Mapping[str, Any]
 ) -> tuple[list[dict[str, Any]], int, int]:
     """Filled chat messages, the context block's offset in its message, and that message's index."""
@@ -118,7 +118,7 @@ def _render_messages(
         content = copy.get("content")
         if isinstance(content, str):
             if target < 0 and _CONTEXT in content:
-                copy["content"], base = _render_text(content, block, variables)
+                copy["content"], base = render_text(content, block, variables)
                 target = index
             else:
                 copy["content"] = fill(content, variables)
@@ -127,6 +127,18 @@ def _render_messages(
         messages.append({"role": "user", "content": block})
         base, target = 0, len(messages) - 1
     return messages, base, target
+
+
+def fill_prompt(
+    template: str | Sequence[Message] | None, block: str, variables: Mapping[str, Any]
+) -> tuple[Prompt, int, int | None]:
+    """The prompt, where the context block starts, and (chat) the index of the message holding it."""
+    if template is None:
+        template = DEFAULT_TEMPLATE if "question" in variables else _CONTEXT
+    if isinstance(template, str):
+        prompt, base = render_text(template, block, variables)
+        return prompt, base, None
+    return render_messages(template, block, variables)
 
 
 class ContextBuilder:
@@ -235,13 +247,7 @@ class ContextBuilder:
         a default question template when a ``question`` variable is given.
         """
         block, spans = self.context_block()
-        if template is None:
-            template = DEFAULT_TEMPLATE if "question" in variables else _CONTEXT
-        message_index: int | None = None
-        if isinstance(template, str):
-            self._prompt, base = _render_text(template, block, variables)
-        else:
-            self._prompt, base, message_index = _render_messages(template, block, variables)
+        self._prompt, base, message_index = fill_prompt(template, block, variables)
         self._placements = [
             Placement(
                 chunk_id=entry.chunk.id,

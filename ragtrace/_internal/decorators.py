@@ -19,7 +19,10 @@ from . import config as config_module
 from . import names, state as state_module
 from .chunks import Accessors
 from .guard import call_guarded, guard
-from .stages import Assemble, Embed, Generate, Rerank, Retrieve, Stage
+from .assemble_stage import Assemble
+from .generation import Generate
+from .retrieval import Embed, Rerank, Retrieve
+from .stage import Stage
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 MakeStage = Callable[[tuple[Any, ...], dict[str, Any]], Stage]

@@ -16,7 +16,7 @@ from . import figures as figures_module
 from . import names, otel_metrics, state as state_module
 from .guard import guard
 from .redaction import Redactor
-from .stages import Stage, _as_text, query_hash, set_figures
+from .stage import Stage, as_text, query_hash, set_figures
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -65,7 +65,7 @@ class RagPipeline(Stage):
     def start_attributes(self) -> dict[str, Any]:
         attributes: dict[str, Any] = {
             names.GEN_AI_WORKFLOW_NAME: self.name,
-            names.RAG_QUERY_ID: _as_text(self.query_id),
+            names.RAG_QUERY_ID: as_text(self.query_id),
             names.RAG_CONTENT_MODE: self.config.content.mode,
         }
         for key, value in self.attributes.items():
@@ -93,7 +93,7 @@ class RagPipeline(Stage):
 
     def set_query(self, query: Any) -> None:
         """The user's question (also settable after start, e.g. by the decorator)."""
-        text = _as_text(query)
+        text = as_text(query)
         if text is None or self.attrs is None:
             return
         self.query = text
@@ -130,7 +130,7 @@ class RagPipeline(Stage):
 
     def record(self, output: Any) -> None:
         """The pipeline's final output, when it isn't a recorded answer generation."""
-        text = _as_text(output)
+        text = as_text(output)
         if text is not None and self.state is not None and self.state.answer_text is None:
             self.state.answer_text = text
 

@@ -21,11 +21,10 @@ import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from .._internal import names
-from .._internal.stages import query_hash
+from .._internal.stage import query_hash
 from .diagnostics import Diagnostics
 from .reader import InputError, ReadStats
 from .report import ReadOptions, iter_rows, open_reader

@@ -1,0 +1,289 @@
+"""The generate stage handle: the LLM call, its output (text, completion or stream) and its citations."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from opentelemetry.trace import SpanKind
+
+from . import figures as figures_module
+from . import names
+from .assembly import ContextRecord
+from .citations import CitationPattern, CitationResult, parse_citations
+from .guard import call_guarded, guard, warn_once
+from .spans import message_text, messages_json
+from .assemble_stage import Assemble
+from .stage import Stage, as_text, float_or_none, int_or_none, prompt_json, set_figures
+
+
+# --- generate ---------------------------------------------------------------------------------
+class Generate(Stage):
+    """An LLM call. Answer generations are scored: citations parsed against their context."""
+
+    stage = names.STAGE_GENERATE
+    span_kind = SpanKind.CLIENT
+    oi_kind = names.OI_KIND_LLM
+    operation = names.OP_CHAT
+
+    def __init__(
+        self,
+        model: str | None = None,
+        provider: str | None = None,
+        *,
+        prompt: Any = None,
+        context: Any = None,
+        role: str = names.ROLE_ANSWER,
+        citation_pattern: CitationPattern | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.model, self.provider, self.role = model, provider, role
+        self.context, self.citation_pattern = context, citation_pattern
+        self.temperature, self.max_tokens = temperature, max_tokens
+        self.prompt: Any = prompt
+        self.text: str | None = None
+        self.pieces: list[str] | None = None
+        self.citations: CitationResult | None = None
+        self.metrics: dict[str, Any] = {}
+        self._usage: dict[str, Any] = {}
+
+    def span_name(self) -> str:
+        return f"{self.operation} {self.model}" if self.model else str(self.operation)
+
+    def start_attributes(self) -> dict[str, Any]:
+        temperature = self.temperature if isinstance(self.temperature, (int, float)) and not isinstance(self.temperature, bool) else None
+        attributes = {
+            names.GEN_AI_PROVIDER_NAME: self.provider,
+            names.GEN_AI_REQUEST_MODEL: self.model,
+            names.GEN_AI_REQUEST_TEMPERATURE: float_or_none(temperature),
+            names.GEN_AI_REQUEST_MAX_TOKENS: int_or_none(self.max_tokens, "max_tokens"),
+            names.RAG_GENERATION_ROLE: str(self.role),
+        }
+        if self.config.openinference:
+            attributes[names.OI_LLM_MODEL_NAME] = self.model
+            attributes[names.OI_LLM_PROVIDER] = self.provider
+        return attributes
+
+    def metric_labels(self) -> dict[str, Any]:
+        return {names.GEN_AI_REQUEST_MODEL: self.model, names.GEN_AI_PROVIDER_NAME: self.provider}
+
+    @property
+    def is_answer(self) -> bool:
+        return self.role == names.ROLE_ANSWER
+
+    def set_prompt(self, prompt: Any) -> None:
+        """The prompt sent to the model: a string or a list of chat messages."""
+        self.prompt = prompt
+
+    def record(
+        self,
+        output: Any,
+        *,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+        response_model: str | None = None,
+    ) -> None:
+        """Record the model output: a string, an OpenAI-style completion (object or dict), or pieces."""
+        with guard("generation record"):
+            text, usage = _completion(output)
+            if text is not None:
+                self.text = text
+            self._usage.update({k: v for k, v in usage.items() if v is not None})
+            for key, value in (("input_tokens", input_tokens), ("output_tokens", output_tokens), ("response_model", response_model)):
+                if value is not None:
+                    self._usage[key] = value
+
+    def add_piece(self, piece: Any) -> None:
+        """One streamed piece (a string or an OpenAI-style chunk); pieces are joined at the end."""
+        with guard("generation record"):
+            text = _piece_text(piece)
+            if text:
+                if self.pieces is None:
+                    self.pieces = []
+                self.pieces.append(text)
+            if not isinstance(piece, str):
+                self._usage.update({k: v for k, v in _chunk_metadata(piece).items() if v is not None})
+
+    def stream_done(self, pieces: Iterable[Any]) -> None:
+        """A whole stream that was already consumed (the generator decorator's collected pieces)."""
+        self._usage["stream"] = True
+        for piece in pieces:
+            self.add_piece(piece)
+
+    def stream(self, pieces: Iterable[Any]) -> Iterator[Any]:
+        """Pass a stream through unchanged while collecting its text."""
+        self._usage["stream"] = True
+        for piece in pieces:
+            self.add_piece(piece)
+            yield piece
+
+    async def astream(self, pieces: AsyncIterable[Any]) -> AsyncIterator[Any]:
+        self._usage["stream"] = True
+        async for piece in pieces:
+            self.add_piece(piece)
+            yield piece
+
+    def on_close(self) -> None:
+        if self.text is None and self.pieces is not None:
+            self.text = "".join(self.pieces)
+        context = self._context()
+        state = self.state
+        if self.is_answer and self.text is not None:
+            labels = context.label_map() if context is not None else {}
+            self.citations = call_guarded(
+                "citation parsing", parse_citations, self.text, labels, pattern=self.citation_pattern
+            )
+            answer = figures_module.Answer(
+                placements=context.placements if context is not None else None,
+                cited_ids=self.citations.cited_ids if self.citations else (),
+                invalid_citations=self.citations.invalid_count if self.citations else 0,
+            )
+            if state is not None:
+                state.answers.append(answer)
+                state.answer_text = self.text
+            retrievals = state.retrievals if state is not None else []
+            result = figures_module.compute(retrievals, [answer], unreadable=state.unreadable if state else 0)
+            self.metrics = dict(result.values)
+            with guard("figure attributes"):
+                set_figures(self, result)
+        self._attributes(context)
+
+    def _context(self) -> ContextRecord | None:
+        given = self.context
+        if isinstance(given, Assemble):
+            return given.snapshot()
+        if isinstance(given, ContextRecord):
+            return given
+        if given is not None:
+            warn_once("context-type", "generate(context=...) takes an assemble handle; got %s", type(given).__name__)
+        return self.state.latest_context() if self.state is not None else None
+
+    def _attributes(self, context: ContextRecord | None) -> None:
+        attrs = self.attrs
+        if attrs is None or not attrs.recording:
+            return
+        usage = self._usage
+        attrs.set_many(
+            {
+                names.GEN_AI_USAGE_INPUT_TOKENS: int_or_none(usage.get("input_tokens"), "input_tokens"),
+                names.GEN_AI_USAGE_OUTPUT_TOKENS: int_or_none(usage.get("output_tokens"), "output_tokens"),
+                names.GEN_AI_RESPONSE_MODEL: as_text(usage.get("response_model")),
+                names.GEN_AI_RESPONSE_ID: as_text(usage.get("response_id")),
+                names.GEN_AI_RESPONSE_FINISH_REASONS: usage.get("finish_reasons"),
+                names.GEN_AI_REQUEST_STREAM: usage.get("stream"),
+            }
+        )
+        if self.config.openinference:
+            prompt_tokens = int_or_none(usage.get("input_tokens"), "input_tokens")
+            completion_tokens = int_or_none(usage.get("output_tokens"), "output_tokens")
+            attrs.set(names.OI_LLM_TOKEN_COUNT_PROMPT, prompt_tokens)
+            attrs.set(names.OI_LLM_TOKEN_COUNT_COMPLETION, completion_tokens)
+            if prompt_tokens is not None and completion_tokens is not None:
+                attrs.set(names.OI_LLM_TOKEN_COUNT_TOTAL, int_or_none(prompt_tokens + completion_tokens, "total_tokens"))
+        citations = self.citations
+        if citations is not None:
+            attrs.set_many(
+                {
+                    names.RAG_CITATION_IDS: list(citations.cited_ids),
+                    names.RAG_CITATION_VALID_COUNT: citations.valid_count,
+                    names.RAG_CITATION_INVALID_COUNT: citations.invalid_count,
+                    # an invalid label is a piece of the completion ("[123-45-6789]"): content
+                    names.RAG_CITATION_INVALID_LABELS: [t for t in map(self.config.content.text, citations.invalid_labels) if t],
+                    names.RAG_CITATION_FORMAT: citations.format,
+                    names.RAG_CITATION_CONFORMANT: citations.conformant,
+                }
+            )
+        self._content_attributes()
+
+    def _content_attributes(self) -> None:
+        assert self.attrs is not None
+        messages = _prompt_messages(self.prompt)
+        limit = self.config.max_content_chars
+        if messages is not None:
+            as_json = messages_json(messages, self.config.content, limit)
+            if as_json is not None:
+                self.attrs.json_list(names.GEN_AI_INPUT_MESSAGES, as_json)
+            if self.config.openinference:
+                for index, message in enumerate(messages[: self.config.max_documents]):
+                    prefix = names.indexed(names.OI_LLM_INPUT_MESSAGES, index, "")
+                    self.attrs.set(prefix + names.OI_MESSAGE_ROLE, str(message.get("role", "user")))
+                    self._content(prefix + names.OI_MESSAGE_CONTENT, message_text(message))
+                if isinstance(self.prompt, str):
+                    self._oi_value(names.OI_INPUT_VALUE, self.prompt)
+                else:
+                    self._oi_value(names.OI_INPUT_VALUE, prompt_json(self, messages), json_value=True)
+        if self.text is not None:
+            output = messages_json([{"role": "assistant", "content": self.text}], self.config.content, limit)
+            if output is not None:
+                output[0]["finish_reason"] = (self._usage.get("finish_reasons") or ["stop"])[0]
+                self.attrs.json_list(names.GEN_AI_OUTPUT_MESSAGES, output)
+            if self.config.openinference:
+                prefix = names.indexed(names.OI_LLM_OUTPUT_MESSAGES, 0, "")
+                self.attrs.set(prefix + names.OI_MESSAGE_ROLE, "assistant")
+                self._content(prefix + names.OI_MESSAGE_CONTENT, self.text)
+                self._oi_value(names.OI_OUTPUT_VALUE, self.text)
+
+
+def _prompt_messages(prompt: Any) -> list[Mapping[str, Any]] | None:
+    if isinstance(prompt, str):
+        return [{"role": "user", "content": prompt}]
+    if isinstance(prompt, Sequence) and prompt and all(isinstance(m, Mapping) for m in prompt):
+        return list(prompt)
+    return None
+
+
+def _get(obj: Any, key: str) -> Any:
+    if isinstance(obj, Mapping):
+        return obj.get(key)
+    return getattr(obj, key, None)
+
+
+def _completion(output: Any) -> tuple[str | None, dict[str, Any]]:
+    """Text and usage from a string, a list of pieces, or an OpenAI-style chat completion."""
+    if output is None:
+        return None, {}
+    if isinstance(output, str):
+        return output, {}
+    if isinstance(output, bytes):
+        return output.decode("utf-8", "replace"), {}
+    choices = _get(output, "choices")
+    if choices is not None:
+        first = choices[0] if isinstance(choices, Sequence) and choices else None
+        message = _get(first, "message") if first is not None else None
+        text = _get(message, "content") if message is not None else _get(first, "text")
+        text = message_text({"content": text}) if isinstance(text, list) else as_text(text)
+        return text, _chunk_metadata(output)
+    if isinstance(output, Iterable) and not isinstance(output, Mapping):
+        return "".join(_piece_text(p) or "" for p in output), {}
+    return None, {}
+
+
+def _chunk_metadata(chunk: Any) -> dict[str, Any]:
+    """Usage, model, id and finish reason carried by an OpenAI-style stream chunk (often the last)."""
+    usage = _get(chunk, "usage")
+    choices = _get(chunk, "choices")
+    reasons = (
+        [r for r in (_get(c, "finish_reason") for c in choices) if isinstance(r, str)]
+        if isinstance(choices, Sequence)
+        else []
+    )
+    return {
+        "input_tokens": _get(usage, "prompt_tokens") if usage is not None else None,
+        "output_tokens": _get(usage, "completion_tokens") if usage is not None else None,
+        "response_model": _get(chunk, "model"),
+        "response_id": _get(chunk, "id"),
+        "finish_reasons": reasons or None,
+    }
+
+
+def _piece_text(piece: Any) -> str | None:
+    if isinstance(piece, str):
+        return piece
+    choices = _get(piece, "choices")
+    if isinstance(choices, Sequence) and choices:
+        delta = _get(choices[0], "delta")
+        return as_text(_get(delta, "content")) if delta is not None else as_text(_get(choices[0], "text"))
+    return None

@@ -1,0 +1,280 @@
+"""The embed, retrieve and rerank stage handles: what was searched and what came back, in rank order."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from opentelemetry.trace import SpanKind
+
+from . import names, otel_metrics
+from .chunks import Accessors, Chunk, NO_ACCESSORS, normalize
+from .guard import guard, warn_once
+from .spans import finite_or_nan, trim_text
+from .stage import Stage, as_text, int_or_none
+
+
+# --- embed ------------------------------------------------------------------------------------
+class Embed(Stage):
+    stage = names.STAGE_EMBED
+    span_kind = SpanKind.CLIENT
+    oi_kind = names.OI_KIND_EMBEDDING
+    operation = names.OP_EMBEDDINGS
+
+    def __init__(self, model: str | None = None, provider: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.model, self.provider = model, provider
+
+    def span_name(self) -> str:
+        return f"{self.operation} {self.model}" if self.model else str(self.operation)
+
+    def start_attributes(self) -> dict[str, Any]:
+        attributes = {names.GEN_AI_PROVIDER_NAME: self.provider, names.GEN_AI_REQUEST_MODEL: self.model}
+        if self.config.openinference:
+            attributes[names.OI_EMBEDDING_MODEL_NAME] = self.model
+        return attributes
+
+    def metric_labels(self) -> dict[str, Any]:
+        return {names.GEN_AI_REQUEST_MODEL: self.model, names.GEN_AI_PROVIDER_NAME: self.provider}
+
+    def record(
+        self,
+        vectors: Any = None,
+        *,
+        dimensions: int | None = None,
+        input_tokens: int | None = None,
+        text: str | Sequence[str] | None = None,
+    ) -> None:
+        """Record the embedding result: dimensions (or the vectors to read them from), tokens, input."""
+        with guard("embed record"):
+            if dimensions is None and vectors is not None:
+                dimensions = _dimensions(vectors)
+            if self.attrs is None:  # the span could not be started
+                return
+            self.attrs.set(names.GEN_AI_EMBEDDINGS_DIMENSION_COUNT, int_or_none(dimensions, "dimensions"))
+            tokens = int_or_none(input_tokens, "input_tokens")
+            self.attrs.set(names.GEN_AI_USAGE_INPUT_TOKENS, tokens)
+            if self.config.openinference and tokens is not None:
+                self.attrs.set(names.OI_LLM_TOKEN_COUNT_PROMPT, tokens)
+                self.attrs.set(names.OI_LLM_TOKEN_COUNT_TOTAL, tokens)
+            if text is not None:
+                joined = text if isinstance(text, str) else "\n".join(t for t in text if isinstance(t, str)) if isinstance(text, (list, tuple)) else None
+                self._oi_value(names.OI_INPUT_VALUE, joined)
+
+
+def _dimensions(vectors: Any) -> int | None:
+    """Length of a vector, or of the first vector in a batch (lists, tuples, numpy arrays)."""
+    shape = getattr(vectors, "shape", None)
+    if shape is not None and len(shape) >= 1:
+        return int(shape[-1])
+    if isinstance(vectors, Sequence) and vectors:
+        first = vectors[0]
+        if isinstance(first, (int, float)):
+            return len(vectors)
+        inner = getattr(first, "shape", None)
+        if inner is not None and len(inner) == 1:
+            return int(inner[0])
+        if isinstance(first, Sequence):
+            return len(first)
+    return None
+
+
+# --- retrieve ---------------------------------------------------------------------------------
+class Retrieve(Stage):
+    stage = names.STAGE_RETRIEVE
+    span_kind = SpanKind.CLIENT
+    oi_kind = names.OI_KIND_RETRIEVER
+    operation = names.OP_RETRIEVAL
+
+    def __init__(
+        self,
+        query: str | None = None,
+        *,
+        data_source: str | None = None,
+        top_k: int | None = None,
+        accessors: Accessors = NO_ACCESSORS,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.query, self.data_source, self.top_k, self.accessors = query, data_source, top_k, accessors
+        self.chunks: list[Chunk] = []
+        self.recorded = False
+
+    def span_name(self) -> str:
+        return f"{self.operation} {self.data_source}" if self.data_source else str(self.operation)
+
+    def start_attributes(self) -> dict[str, Any]:
+        return {
+            names.GEN_AI_DATA_SOURCE_ID: self.data_source,
+            names.GEN_AI_RETRIEVAL_TOP_K: int_or_none(self.top_k, "top_k"),
+        }
+
+    def on_open(self) -> None:
+        self.set_query(self.query)
+
+    def metric_labels(self) -> dict[str, Any]:
+        return {names.GEN_AI_DATA_SOURCE_ID: self.data_source}
+
+    def record_stage_metrics(self, found: otel_metrics.Instruments, labels: dict[str, Any]) -> None:
+        if not self.recorded:
+            return
+        if not self.chunks:
+            found.empty_retrievals.add(1, labels)
+        elif self.chunks[0].score is not None:
+            found.top_score.record(self.chunks[0].score, labels)
+
+    def set_query(self, query: Any) -> None:
+        text = as_text(query)
+        if text is not None:
+            self.query = text
+            self._content(names.GEN_AI_RETRIEVAL_QUERY_TEXT, text)
+            self._oi_value(names.OI_INPUT_VALUE, text)
+
+    def record(self, results: Any) -> None:
+        """Record what the retriever returned (any common document shape, in rank order)."""
+        with guard("document normalisation"):
+            normalized = normalize(results, self.accessors)
+            if normalized.unreadable:
+                warn_once(
+                    "unreadable:retrieve",
+                    "%d retrieved item(s) could not be read as chunks (no id and no text); pass id_of=/content_of=",
+                    normalized.unreadable,
+                )
+            chunks = normalized.chunks
+            if self.state is not None:
+                canonical = self.state.add_retrieval(chunks, normalized.unreadable)
+                chunks = [c if c.id == k.id else _with_id(c, k.id) for c, k in zip(chunks, canonical)]
+            self.chunks = chunks
+            self.recorded = True
+            self._attributes(chunks, normalized.unreadable)
+
+    def _attributes(self, chunks: list[Chunk], unreadable: int) -> None:
+        attrs = self.attrs
+        if attrs is None or not attrs.recording:
+            return
+        ids = [c.id for c in chunks]
+        attrs.set_many(
+            {
+                names.RAG_RETRIEVAL_CHUNK_IDS: ids,
+                names.RAG_RETRIEVAL_SCORES: [finite_or_nan(c.score) for c in chunks],
+                names.RAG_RETRIEVAL_RANKS: [c.rank for c in chunks],
+                names.RAG_RETRIEVAL_RESULT_COUNT: len(chunks),
+                names.RAG_RETRIEVAL_TOP_SCORE: chunks[0].score if chunks else None,
+                names.RAG_UNREADABLE_ITEMS: unreadable or None,
+            }
+        )
+        tokens = [c.tokens for c in chunks]
+        if chunks and all(t is not None for t in tokens):
+            attrs.set(names.RAG_RETRIEVAL_CHUNK_TOKENS, tokens)
+        if self.config.content.hashes:
+            attrs.set(names.RAG_RETRIEVAL_CONTENT_HASHES, [c.content_hash or "" for c in chunks])
+        attrs.json_list(names.GEN_AI_RETRIEVAL_DOCUMENTS, [{"id": c.id, "score": c.score} for c in chunks])
+        if self.config.openinference:
+            _oi_documents(self, names.OI_RETRIEVAL_DOCUMENTS, chunks)
+
+
+def _with_id(chunk: Chunk, chunk_id: str) -> Chunk:
+    return Chunk(chunk_id, chunk.rank, chunk.score, chunk.content, chunk.metadata, chunk.tokens, chunk.content_hash)
+
+
+def _oi_documents(stage: Stage, prefix: str, chunks: Sequence[Chunk]) -> None:
+    """OpenInference's flattened document list, capped so the attribute limit is not exhausted."""
+    assert stage.attrs is not None
+    policy, limit = stage.config.content, stage.config.max_content_chars
+    values: dict[str, Any] = {}
+    for index, chunk in enumerate(chunks[: stage.config.max_documents]):
+        values[names.indexed(prefix, index, names.OI_DOCUMENT_ID)] = chunk.id
+        values[names.indexed(prefix, index, names.OI_DOCUMENT_SCORE)] = chunk.score
+        content = policy.text(chunk.content) if chunk.content is not None else None
+        if content is not None:
+            values[names.indexed(prefix, index, names.OI_DOCUMENT_CONTENT)] = trim_text(content, limit)
+    stage.attrs.set_many(values)
+
+
+# --- rerank -----------------------------------------------------------------------------------
+class Rerank(Stage):
+    stage = names.STAGE_RERANK
+    span_kind = SpanKind.CLIENT
+    oi_kind = names.OI_KIND_RERANKER
+    operation = names.OP_RERANK
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        provider: str | None = None,
+        top_n: int | None = None,
+        query: str | None = None,
+        accessors: Accessors = NO_ACCESSORS,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.model, self.provider, self.top_n, self.query, self.accessors = model, provider, top_n, query, accessors
+        self.chunks: list[Chunk] = []
+
+    def span_name(self) -> str:
+        return f"{self.operation} {self.model}" if self.model else str(self.operation)
+
+    def start_attributes(self) -> dict[str, Any]:
+        top_n = int_or_none(self.top_n, "top_n")
+        attributes = {
+            names.GEN_AI_PROVIDER_NAME: self.provider,
+            names.GEN_AI_REQUEST_MODEL: self.model,
+            names.RAG_RERANK_TOP_N: top_n,
+        }
+        if self.config.openinference:
+            attributes[names.OI_RERANKER_MODEL_NAME] = self.model
+            attributes[names.OI_RERANKER_TOP_K] = top_n
+        return attributes
+
+    def on_open(self) -> None:
+        self.set_query(self.query)
+
+    def metric_labels(self) -> dict[str, Any]:
+        return {names.GEN_AI_REQUEST_MODEL: self.model, names.GEN_AI_PROVIDER_NAME: self.provider}
+
+    def set_query(self, query: Any) -> None:
+        text = as_text(query)
+        if text is not None:
+            self.query = text
+            self._oi_content(names.OI_RERANKER_QUERY, text)
+            self._oi_value(names.OI_INPUT_VALUE, text)
+
+    def record(self, output: Any, *, candidates: Any = None) -> None:
+        """Record the reranked results (new order); ``candidates`` defaults to the last retrieval."""
+        with guard("document normalisation"):
+            kept = normalize(output, self.accessors)
+            state = self.state
+            if candidates is not None:
+                inputs = normalize(candidates, self.accessors).chunks
+            elif state is not None and state.retrievals:
+                inputs = state.retrievals[-1]
+            else:
+                inputs = []
+            if state is not None:
+                kept.chunks[:] = [state.canonical(c) for c in kept.chunks]
+                inputs = [state.canonical(c) for c in inputs]
+                kept_ids = {c.id for c in kept.chunks}
+                state.reranked = True
+                state.reranked_out.update(c.id for c in inputs if c.id not in kept_ids)
+                state.reranked_out.difference_update(kept_ids)
+            self.chunks = kept.chunks
+            self._attributes(inputs, kept.chunks, kept.unreadable)
+
+    def _attributes(self, inputs: list[Chunk], outputs: list[Chunk], unreadable: int) -> None:
+        attrs = self.attrs
+        if attrs is None or not attrs.recording:
+            return
+        attrs.set_many(
+            {
+                names.RAG_RERANK_INPUT_COUNT: len(inputs),
+                names.RAG_RERANK_OUTPUT_COUNT: len(outputs),
+                names.RAG_RERANK_INPUT_IDS: [c.id for c in inputs],
+                names.RAG_RERANK_OUTPUT_IDS: [c.id for c in outputs],
+                names.RAG_RERANK_OUTPUT_SCORES: [finite_or_nan(c.score) for c in outputs],
+                names.RAG_UNREADABLE_ITEMS: unreadable or None,
+            }
+        )
+        if self.config.openinference:
+            _oi_documents(self, names.OI_RERANKER_INPUT_DOCUMENTS, inputs)
+            _oi_documents(self, names.OI_RERANKER_OUTPUT_DOCUMENTS, outputs)

@@ -1,0 +1,257 @@
+"""The base of every stage handle: span lifecycle, context attachment, errors, metrics, figures.
+
+Each handle is a context manager (sync and async) and is also driven by the decorators through
+``open`` / ``close``. Everything ragtrace does inside a handle runs behind the guard; the user's
+own exceptions are recorded on the span and pass through untouched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind
+
+from . import config as config_module
+from . import figures as figures_module
+from . import names, otel_metrics, state as state_module
+from .config import Config
+from .guard import guard, warn_once
+from .spans import Attributes, json_messages_within, message_text, record_error, value_length_limit
+
+
+class Stage:
+    """Base of all handles: span lifecycle, context attachment, error recording."""
+
+    stage: str = ""
+    span_kind: SpanKind = SpanKind.INTERNAL
+    oi_kind: str = ""
+    operation: str | None = None
+
+    def __init__(self, tracer_provider: trace.TracerProvider | None = None, config: Config | None = None) -> None:
+        self._provider = tracer_provider
+        self.config = config or effective_config()
+        self.span: Span = trace.INVALID_SPAN
+        self.attrs: Attributes | None = None
+        self.state: state_module.PipelineState | None = None
+        self._token: object | None = None
+        self._closed = False
+        self._started = 0.0
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def span_name(self) -> str:
+        return self.operation or self.stage
+
+    def start_attributes(self) -> dict[str, Any]:
+        """Attributes known at span start (the sampling-relevant ones among them)."""
+        return {}
+
+    def open(self) -> None:
+        self._started = time.perf_counter()
+        with guard("span start"):
+            start = {names.RAG_STAGE: self.stage, names.GEN_AI_OPERATION_NAME: self.operation}
+            start.update(self.start_attributes())
+            if self.config.openinference:
+                start[names.OI_SPAN_KIND] = self.oi_kind
+            start = {k: v for k, v in start.items() if v is not None}
+            pipeline = state_module.current()
+            provider = self._provider or (pipeline.tracer_provider if pipeline is not None else None)
+            tracer = config_module.tracer(provider)
+            self.span = tracer.start_span(self.span_name(), kind=self.span_kind, attributes=start)
+            self.attrs = Attributes(self.span, self.config.content)
+            for key in (names.RAG_STAGE, names.GEN_AI_OPERATION_NAME, names.OI_SPAN_KIND):
+                if key in start:
+                    self.attrs.essential(key, start[key])
+            self.state = self.find_state()
+            self.on_open()
+
+    def find_state(self) -> state_module.PipelineState | None:
+        return state_module.for_span(self.span, self.config)
+
+    def on_open(self) -> None:
+        """Stage-specific work once the span exists (inputs known at start)."""
+
+    def on_close(self) -> None:
+        """Stage-specific work before the span ends (results, figures)."""
+
+    def attach(self) -> None:
+        self._token = otel_context.attach(trace.set_span_in_context(self.span))
+
+    def detach(self) -> None:
+        if self._token is not None:
+            token, self._token = self._token, None
+            with guard("context detach"):
+                otel_context.detach(token)  # type: ignore[arg-type]
+
+    def close(self, error: BaseException | None = None) -> None:
+        """End the span once: record the user's error, finish the stage's attributes."""
+        if self._closed:
+            return
+        self._closed = True
+        if error is not None:
+            with guard("error recording"):
+                record_error(self.span, error, self.config.content)
+        with guard(f"{self.stage} bookkeeping"):
+            self.on_close()
+        with guard("metrics"):
+            self._record_metrics(error)
+        with guard("span end"):
+            if self.attrs is not None:
+                self.attrs.reassert()
+            self.span.end()
+
+    def _record_metrics(self, error: BaseException | None) -> None:
+        found = otel_metrics.instruments(self.config)
+        if found is None:
+            return
+        labels = otel_metrics.labels(
+            self.state.labels if self.state is not None else {},
+            **{
+                names.GEN_AI_OPERATION_NAME: self.operation,
+                names.RAG_STAGE: self.stage,
+                names.ERROR_TYPE: type(error).__qualname__ if error is not None else None,
+            },
+            **self.metric_labels(),
+        )
+        found.duration.record(time.perf_counter() - self._started, labels)
+        self.record_stage_metrics(found, labels)
+
+    def metric_labels(self) -> dict[str, Any]:
+        """Bounded, stage-specific metric attributes (model, provider, data source)."""
+        return {}
+
+    def record_stage_metrics(self, found: otel_metrics.Instruments, labels: dict[str, Any]) -> None:
+        """Stage-specific histograms and counters beyond the duration."""
+
+    # -- context manager protocol ----------------------------------------------------------------
+    def __enter__(self) -> Any:
+        self.open()
+        self.attach()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        self.detach()
+        self.close(exc)
+
+    async def __aenter__(self) -> Any:
+        return self.__enter__()
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def _content(self, key: str, text: str | None) -> bool:
+        return self.attrs is not None and self.attrs.content(key, text, self.config.max_content_chars)
+
+    def _oi_content(self, key: str, text: str | None) -> bool:
+        return self.config.openinference and self._content(key, text)
+
+    def _oi_value(self, key: str, value: str | None, *, json_value: bool = False) -> None:
+        """``input.value``/``output.value`` plus its mime type, the type only when the value went out.
+
+        A JSON value must come from ``prompt_json`` (policy applied, sized to fit the limits).
+        """
+        if not self.config.openinference or self.attrs is None:
+            return
+        if json_value:
+            sent = value is not None and self.attrs.recording
+            self.attrs.set(key, value)
+        else:
+            sent = self._content(key, value)
+        if sent:
+            mime_key = names.OI_INPUT_MIME_TYPE if key == names.OI_INPUT_VALUE else names.OI_OUTPUT_MIME_TYPE
+            self.attrs.set(mime_key, names.MIME_JSON if json_value else names.MIME_TEXT)
+
+
+def effective_config() -> Config:
+    state = state_module.current()
+    return state.config if state is not None else config_module.current()
+
+
+def int_or_none(value: Any, what: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        warn_once(f"int:{what}", "%s should be an int, got %s; ignored", what, type(value).__name__)
+        return None
+    if not -(2**63) <= value < 2**63:  # OTLP carries int64: a bigger int would fail the whole export batch
+        warn_once(f"int64:{what}", "%s does not fit in 64 bits; ignored", what)
+        return None
+    return value
+
+
+def float_or_none(value: Any) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except OverflowError:  # an int beyond float range
+        return None
+
+
+def as_text(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return None
+
+
+# --- figures on spans -------------------------------------------------------------------------
+def set_figures(stage: Stage, result: figures_module.Figures, *, events: bool = False) -> None:
+    """``rag.metrics.*`` (and, on the root, evaluation events and OpenInference evaluations)."""
+    attrs = stage.attrs
+    if attrs is None or not attrs.recording:
+        return
+    values: dict[str, Any] = {names.metric_attribute(k): v for k, v in result.values.items()}
+    values[names.RAG_METRICS_STATUS] = result.status_text
+    proxies = [(k, float(result.values[k])) for k in names.PROXY_METRICS if k in result.values]
+    if events:
+        for index, (metric, score) in enumerate(proxies):
+            evaluation_name = names.EVALUATION_NAME_PREFIX + metric
+            stage.span.add_event(
+                names.GEN_AI_EVALUATION_RESULT,
+                {
+                    names.GEN_AI_EVALUATION_NAME: evaluation_name,
+                    names.GEN_AI_EVALUATION_SCORE_VALUE: score,
+                    names.GEN_AI_EVALUATION_SCORE_LABEL: figures_module.label(score),
+                },
+            )
+            if stage.config.openinference:
+                attrs.set_many(
+                    {
+                        names.indexed(names.OI_TRACE_EVALUATIONS, index, names.OI_EVALUATION_NAME): evaluation_name,
+                        names.indexed(names.OI_TRACE_EVALUATIONS, index, names.OI_EVALUATION_SCORE): score,
+                        names.indexed(names.OI_TRACE_EVALUATIONS, index, names.OI_EVALUATION_LABEL): figures_module.label(score),
+                        names.indexed(names.OI_TRACE_EVALUATIONS, index, names.OI_EVALUATION_ANNOTATOR_KIND): names.ANNOTATOR_CODE,
+                    }
+                )
+    # the figures go last so the SDK's evict-the-oldest limit can't drop them
+    for key, value in values.items():
+        if value is not None:
+            attrs.essential(key, value)
+
+
+def query_hash(query: str) -> str:
+    """Joins traces to a golden set when query text is redacted: sha256 of the normalised query."""
+    normalized = " ".join(query.lower().split())
+    return hashlib.sha256(normalized.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+
+def prompt_json(stage: Stage, messages: Any) -> str | None:
+    """A chat prompt as ``[{role, content}]`` JSON that fits the limits whole; each message's text
+    passes the content policy."""
+    policy = stage.config.content
+    if not policy.captures or not isinstance(messages, Sequence):
+        return None
+    pairs = []
+    for message in messages:
+        text = policy.text(message_text(message)) if isinstance(message, Mapping) else None
+        if text is None:
+            return None
+        pairs.append((message.get("role"), text))
+    limit, span_limit = stage.config.max_content_chars, value_length_limit(stage.span)
+    return json_messages_within(pairs, limit if span_limit is None else min(limit, span_limit))
