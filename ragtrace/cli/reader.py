@@ -43,7 +43,7 @@ MAX_LINE_BYTES = 64 * 1024 * 1024  # longer lines are skipped with a warning
 MAX_DOCUMENT_BYTES = 512 * 1024 * 1024  # a single (non-lines) JSON document is parsed whole
 DEFAULT_GRACE_SPANS = 0  # finish a trace right after the line (or document) holding its root
 DEFAULT_MAX_PENDING_SPANS = 100_000
-_FINISHED_MEMORY = 100_000  # finished trace ids remembered, to recognise late spans
+_FINISHED_MEMORY = 20_000  # finished trace ids remembered, to recognise late spans (bounded)
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
