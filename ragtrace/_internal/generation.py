@@ -50,9 +50,6 @@ class Generate(Stage):
         self.metrics: dict[str, Any] = {}
         self._usage: dict[str, Any] = {}
 
-    def span_name(self) -> str:
-        return f"{self.operation} {self.model}" if self.model else str(self.operation)
-
     def start_attributes(self) -> dict[str, Any]:
         temperature = self.temperature if isinstance(self.temperature, (int, float)) and not isinstance(self.temperature, bool) else None
         attributes = {
@@ -66,9 +63,6 @@ class Generate(Stage):
             attributes[names.OI_LLM_MODEL_NAME] = self.model
             attributes[names.OI_LLM_PROVIDER] = self.provider
         return attributes
-
-    def metric_labels(self) -> dict[str, Any]:
-        return {names.GEN_AI_REQUEST_MODEL: self.model, names.GEN_AI_PROVIDER_NAME: self.provider}
 
     @property
     def is_answer(self) -> bool:

@@ -59,8 +59,8 @@ class RagPipeline(Stage):
             **attributes,
         }
 
-    def span_name(self) -> str:
-        return f"{self.operation} {self.name}"
+    def span_target(self) -> str | None:
+        return self.name
 
     def start_attributes(self) -> dict[str, Any]:
         attributes: dict[str, Any] = {
@@ -87,9 +87,6 @@ class RagPipeline(Stage):
             found.recall_proxy.record(self.metrics[names.METRIC_RECALL_PROXY], labels)
         if names.METRIC_CONTEXT_PRECISION in self.metrics:
             found.context_precision.record(self.metrics[names.METRIC_CONTEXT_PRECISION], labels)
-
-    def on_open(self) -> None:
-        self.set_query(self.query)
 
     def set_query(self, query: Any) -> None:
         """The user's question (also settable after start, e.g. by the decorator)."""

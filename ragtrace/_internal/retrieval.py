@@ -11,7 +11,7 @@ from . import names, otel_metrics
 from .chunks import Accessors, Chunk, NO_ACCESSORS, normalize
 from .guard import guard, warn_once
 from .spans import finite_or_nan, trim_text
-from .stage import Stage, as_text, int_or_none
+from .stage import Stage, int_or_none
 
 
 # --- embed ------------------------------------------------------------------------------------
@@ -25,17 +25,11 @@ class Embed(Stage):
         super().__init__(**kwargs)
         self.model, self.provider = model, provider
 
-    def span_name(self) -> str:
-        return f"{self.operation} {self.model}" if self.model else str(self.operation)
-
     def start_attributes(self) -> dict[str, Any]:
         attributes = {names.GEN_AI_PROVIDER_NAME: self.provider, names.GEN_AI_REQUEST_MODEL: self.model}
         if self.config.openinference:
             attributes[names.OI_EMBEDDING_MODEL_NAME] = self.model
         return attributes
-
-    def metric_labels(self) -> dict[str, Any]:
-        return {names.GEN_AI_REQUEST_MODEL: self.model, names.GEN_AI_PROVIDER_NAME: self.provider}
 
     def record(
         self,
@@ -81,6 +75,7 @@ def _dimensions(vectors: Any) -> int | None:
 
 # --- retrieve ---------------------------------------------------------------------------------
 class Retrieve(Stage):
+    query_keys = (names.GEN_AI_RETRIEVAL_QUERY_TEXT,)
     stage = names.STAGE_RETRIEVE
     span_kind = SpanKind.CLIENT
     oi_kind = names.OI_KIND_RETRIEVER
@@ -100,17 +95,14 @@ class Retrieve(Stage):
         self.chunks: list[Chunk] = []
         self.recorded = False
 
-    def span_name(self) -> str:
-        return f"{self.operation} {self.data_source}" if self.data_source else str(self.operation)
+    def span_target(self) -> str | None:
+        return self.data_source
 
     def start_attributes(self) -> dict[str, Any]:
         return {
             names.GEN_AI_DATA_SOURCE_ID: self.data_source,
             names.GEN_AI_RETRIEVAL_TOP_K: int_or_none(self.top_k, "top_k"),
         }
-
-    def on_open(self) -> None:
-        self.set_query(self.query)
 
     def metric_labels(self) -> dict[str, Any]:
         return {names.GEN_AI_DATA_SOURCE_ID: self.data_source}
@@ -122,13 +114,6 @@ class Retrieve(Stage):
             found.empty_retrievals.add(1, labels)
         elif self.chunks[0].score is not None:
             found.top_score.record(self.chunks[0].score, labels)
-
-    def set_query(self, query: Any) -> None:
-        text = as_text(query)
-        if text is not None:
-            self.query = text
-            self._content(names.GEN_AI_RETRIEVAL_QUERY_TEXT, text)
-            self._oi_value(names.OI_INPUT_VALUE, text)
 
     def record(self, results: Any) -> None:
         """Record what the retriever returned (any common document shape, in rank order)."""
@@ -210,10 +195,8 @@ class Rerank(Stage):
     ) -> None:
         super().__init__(**kwargs)
         self.model, self.provider, self.top_n, self.query, self.accessors = model, provider, top_n, query, accessors
+        self.query_keys = (names.OI_RERANKER_QUERY,) if self.config.openinference else ()
         self.chunks: list[Chunk] = []
-
-    def span_name(self) -> str:
-        return f"{self.operation} {self.model}" if self.model else str(self.operation)
 
     def start_attributes(self) -> dict[str, Any]:
         top_n = int_or_none(self.top_n, "top_n")
@@ -226,19 +209,6 @@ class Rerank(Stage):
             attributes[names.OI_RERANKER_MODEL_NAME] = self.model
             attributes[names.OI_RERANKER_TOP_K] = top_n
         return attributes
-
-    def on_open(self) -> None:
-        self.set_query(self.query)
-
-    def metric_labels(self) -> dict[str, Any]:
-        return {names.GEN_AI_REQUEST_MODEL: self.model, names.GEN_AI_PROVIDER_NAME: self.provider}
-
-    def set_query(self, query: Any) -> None:
-        text = as_text(query)
-        if text is not None:
-            self.query = text
-            self._oi_content(names.OI_RERANKER_QUERY, text)
-            self._oi_value(names.OI_INPUT_VALUE, text)
 
     def record(self, output: Any, *, candidates: Any = None) -> None:
         """Record the reranked results (new order); ``candidates`` defaults to the last retrieval."""

@@ -43,8 +43,20 @@ class Stage:
         self._started = 0.0
 
     # -- lifecycle -------------------------------------------------------------------------------
+    # set by subclasses that have them; they name the span and label the metrics
+    model: str | None = None
+    provider: str | None = None
+    query: str | None = None
+    query_keys: tuple[str, ...] = ()  # content attributes that carry the query, besides input.value
+
     def span_name(self) -> str:
-        return self.operation or self.stage
+        """``{operation} {target}`` as the GenAI conventions name client spans."""
+        target = self.span_target()
+        operation = self.operation or self.stage
+        return f"{operation} {target}" if target else operation
+
+    def span_target(self) -> str | None:
+        return self.model
 
     def start_attributes(self) -> dict[str, Any]:
         """Attributes known at span start (the sampling-relevant ones among them)."""
@@ -74,6 +86,17 @@ class Stage:
 
     def on_open(self) -> None:
         """Stage-specific work once the span exists (inputs known at start)."""
+        self.set_query(self.query)
+
+    def set_query(self, query: Any) -> None:
+        """The stage's query text: a content attribute, also OpenInference's ``input.value``."""
+        text = as_text(query)
+        if text is None:
+            return
+        self.query = text
+        for key in self.query_keys:
+            self._content(key, text)
+        self._oi_value(names.OI_INPUT_VALUE, text)
 
     def on_close(self) -> None:
         """Stage-specific work before the span ends (results, figures)."""
@@ -122,7 +145,7 @@ class Stage:
 
     def metric_labels(self) -> dict[str, Any]:
         """Bounded, stage-specific metric attributes (model, provider, data source)."""
-        return {}
+        return {names.GEN_AI_REQUEST_MODEL: self.model, names.GEN_AI_PROVIDER_NAME: self.provider}
 
     def record_stage_metrics(self, found: otel_metrics.Instruments, labels: dict[str, Any]) -> None:
         """Stage-specific histograms and counters beyond the duration."""
