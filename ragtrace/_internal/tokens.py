@@ -8,7 +8,7 @@ lands within ~20% of BPE tokenizers on English prose.
 from __future__ import annotations
 
 import re
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 
@@ -47,17 +47,17 @@ class SimpleTokenizer:
 
 
 class TiktokenTokenizer:
-    """tiktoken's BPE (``pip install ragtrace[tiktoken]``); exact counts for OpenAI models.
+    """tiktoken's BPE (``pip install 'ragtrace[tiktoken]'``): exact counts for OpenAI models.
 
-    tiktoken downloads its encoding files on first use, so offline machines need them cached
-    (``TIKTOKEN_CACHE_DIR``).
+    ``encoding`` is an encoding name (tiktoken downloads its file on first use, so offline machines
+    need ``TIKTOKEN_CACHE_DIR`` populated) or a ``tiktoken.Encoding`` you built yourself.
     """
 
-    def __init__(self, encoding: str = "o200k_base") -> None:
+    def __init__(self, encoding: Any = "o200k_base") -> None:
         import tiktoken  # optional extra, imported only when asked for
 
-        self._encoding = tiktoken.get_encoding(encoding)
-        self.name = encoding
+        self._encoding = tiktoken.get_encoding(encoding) if isinstance(encoding, str) else encoding
+        self.name = self._encoding.name
 
     def count(self, text: str) -> int:
         return len(self._encoding.encode(text, disallowed_special=()))
