@@ -1,0 +1,375 @@
+"""Instrumentation overhead: ragtrace against hand-written OpenTelemetry producing the same spans.
+
+Workload: a 6-span pipeline (root, embed, retrieve with 10 chunks, rerank to 5, assemble, generate
+with citations), written with ragtrace's context managers the way the README shows.
+
+Baseline: the same six spans written by hand with the OpenTelemetry SDK only. Its names, kinds,
+parents, attributes (same keys, same values) and events are *captured from what ragtrace emitted
+once* and replayed with ``tracer.start_as_current_span`` + ``span.set_attributes``, so the baseline
+precomputes everything ragtrace works out at run time (ids, offsets, JSON, figures). The ratio
+ragtrace / hand-written is therefore ragtrace's own cost on top of the SDK, and the startup check
+proves the two produce identical spans.
+
+Both run on the same exporter, in-memory (``InMemorySpanExporter`` + ``SimpleSpanProcessor``) and
+``BatchSpanProcessor`` with an exporter that drops, for ``capture_content="full"`` and
+``"redact"``. Runs are interleaved (ABBA within every repetition, all four cells in every
+repetition) and each figure is the median over repetitions. Targets (issue #7): ragtrace /
+hand-written <= 1.25x with content captured, <= 1.15x in redact mode.
+
+    python bench/bench_overhead.py            # the table (about 40 s on 2 shared cores)
+    python bench/bench_overhead.py --quick    # fewer repetitions
+    python bench/bench_overhead.py --profile  # cProfile of the ragtrace side, ragtrace-owned costs
+
+Exit status 1 when a target is missed or the spans differ.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import gc  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable, Sequence  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from opentelemetry import trace  # noqa: E402
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import (  # noqa: E402
+    BatchSpanProcessor,
+    SimpleSpanProcessor,
+    SpanExporter,
+    SpanExportResult,
+)
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+
+import ragtrace  # noqa: E402
+from ragtrace._internal import config as rt_config  # noqa: E402
+from ragtrace._internal import guard as rt_guard  # noqa: E402
+
+TARGETS = {"full": 1.25, "redact": 1.15}
+
+# --- the workload -----------------------------------------------------------------------------
+QUERY = "How does the reranker decide which passages reach the prompt?"
+_TOPICS = [
+    "Dense retrieval embeds the query and every passage into the same vector space and ranks passages by cosine similarity.",
+    "BM25 is a lexical ranking function that scores passages by term frequency and inverse document frequency.",
+    "A cross-encoder reranker reads the query and a candidate passage together and outputs a relevance score.",
+    "Chunking splits long documents into passages of a few hundred tokens with a small overlap between them.",
+    "The context budget limits how many tokens of retrieved passages can be placed in the prompt.",
+    "Citations in the answer refer to the bracketed labels that the prompt gives each passage.",
+    "Hybrid search merges lexical and dense results with reciprocal rank fusion before reranking.",
+    "Metadata filters restrict retrieval to documents of one product, language or access level.",
+    "Caching embeddings of frequent queries saves a round trip to the embedding model.",
+    "Evaluation compares retrieved passages with a golden set of relevant passages per question.",
+]
+DOCS: list[dict[str, Any]] = [
+    {"id": f"kb-{i:03d}", "score": round(0.92 - 0.05 * i, 3), "content": text} for i, text in enumerate(_TOPICS)
+]
+RERANKED: list[dict[str, Any]] = [dict(DOCS[i], score=s) for i, s in ((2, 0.97), (0, 0.88), (5, 0.81), (1, 0.64), (6, 0.52))]
+ANSWER = (
+    "A cross-encoder reranker scores each candidate passage together with the query [1], and only the "
+    "top passages fit the context budget after dense retrieval [2]. The answer then cites those labels [3]."
+)
+VECTOR = [0.01] * 384
+
+
+def ragtrace_pipeline() -> Any:
+    """The workload, instrumented with ragtrace."""
+    with ragtrace.rag_pipeline("support-qa", query=QUERY, version="v2") as run:
+        with ragtrace.embed(model="text-embedding-3-small", provider="openai") as e:
+            e.record([VECTOR], input_tokens=12)
+        with ragtrace.retrieve(QUERY, data_source="product-docs", top_k=10) as r:
+            r.record(DOCS)
+        with ragtrace.rerank(model="bge-reranker-v2", provider="local", top_n=5) as rr:
+            rr.record(RERANKED)
+        with ragtrace.assemble(max_tokens=3000) as ctx:
+            for chunk in rr.chunks:
+                ctx.add(chunk)
+            prompt = ctx.render(question=QUERY)
+        with ragtrace.generate(model="gpt-4o-mini", provider="openai", prompt=prompt) as g:
+            g.record(ANSWER)
+    return run
+
+
+# --- the hand-written baseline ------------------------------------------------------------------
+@dataclass
+class SpanPlan:
+    """One span to replay: what the SDK needs, precomputed."""
+
+    name: str
+    kind: trace.SpanKind
+    attributes: dict[str, Any]
+    events: list[tuple[str, dict[str, Any]]]
+    children: list["SpanPlan"]
+
+
+def plan_from(spans: Sequence[ReadableSpan]) -> SpanPlan:
+    """The span tree ragtrace emitted, as a plan for the hand-written baseline."""
+    by_parent: dict[int | None, list[ReadableSpan]] = {}
+    for span in sorted(spans, key=lambda s: s.start_time or 0):
+        parent = span.parent.span_id if span.parent is not None else None
+        by_parent.setdefault(parent, []).append(span)
+
+    def build(span: ReadableSpan) -> SpanPlan:
+        return SpanPlan(
+            name=span.name,
+            kind=span.kind,
+            attributes=dict(span.attributes or {}),
+            events=[(event.name, dict(event.attributes or {})) for event in span.events],
+            children=[build(child) for child in by_parent.get(span.context.span_id, [])],
+        )
+
+    (root,) = by_parent[None]
+    return build(root)
+
+
+def handwritten(tracer: trace.Tracer, plan: SpanPlan) -> None:
+    """The baseline: the plan's spans with the SDK alone, nested as current spans."""
+    with tracer.start_as_current_span(plan.name, kind=plan.kind) as span:
+        span.set_attributes(plan.attributes)
+        for child in plan.children:
+            handwritten(tracer, child)
+        for name, attributes in plan.events:
+            span.add_event(name, attributes)
+
+
+def canonical(spans: Sequence[ReadableSpan]) -> list[tuple[Any, ...]]:
+    """Names, kinds, parent names, attributes and events, for comparing the two sides."""
+    names = {s.context.span_id: s.name for s in spans}
+
+    def value(v: Any) -> Any:
+        return list(v) if isinstance(v, (tuple, list)) else v
+
+    return sorted(
+        (
+            s.name,
+            s.kind.name,
+            names.get(s.parent.span_id) if s.parent is not None else None,
+            json.dumps({k: value(v) for k, v in sorted((s.attributes or {}).items())}, sort_keys=True, default=str),
+            json.dumps([(e.name, {k: value(v) for k, v in sorted((e.attributes or {}).items())}) for e in s.events], default=str),
+        )
+        for s in spans
+    )
+
+
+# --- exporters ------------------------------------------------------------------------------
+class DropExporter(SpanExporter):
+    """Accepts every batch and keeps nothing: the cost of batching without any transport."""
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+
+@dataclass
+class Setup:
+    label: str
+    provider: TracerProvider
+    settle: Callable[[], None]  # outside the timed region: empty the exporter / drain the queue
+
+
+def setups() -> list[Setup]:
+    memory_exporter = InMemorySpanExporter()
+    memory = TracerProvider()
+    memory.add_span_processor(SimpleSpanProcessor(memory_exporter))
+    batch = TracerProvider()
+    batch.add_span_processor(BatchSpanProcessor(DropExporter()))
+    return [
+        Setup("in-memory (Simple)", memory, memory_exporter.clear),
+        Setup("batch (drop)", batch, lambda: batch.force_flush()),
+    ]
+
+
+def use(provider: TracerProvider, mode: str) -> None:
+    rt_config.configure(tracer_provider=provider, capture_content=mode)
+
+
+def capture_plan(mode: str) -> tuple[SpanPlan, list[tuple[Any, ...]]]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    use(provider, mode)
+    ragtrace_pipeline()
+    spans = exporter.get_finished_spans()
+    if len(spans) != 6:
+        raise SystemExit(f"expected 6 spans from the workload, got {[s.name for s in spans]}")
+    return plan_from(spans), canonical(spans)
+
+
+def check_identical(mode: str, plan: SpanPlan, expected: list[tuple[Any, ...]]) -> bool:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    handwritten(provider.get_tracer("handwritten"), plan)
+    got = canonical(exporter.get_finished_spans())
+    exporter.clear()
+    use(provider, mode)
+    ragtrace_pipeline()  # and ragtrace is deterministic: a second run emits the same spans
+    again = canonical(exporter.get_finished_spans())
+    return got == expected and again == expected
+
+
+# --- timing ---------------------------------------------------------------------------------
+def timed(fn: Callable[[], Any], n: int) -> float:
+    """CPU seconds of this thread per call over ``n`` calls (gc stays on: both sides pay for their
+    garbage). Thread CPU time leaves out time spent descheduled on the shared machine; the batch
+    processor's export thread does the same work for both sides and isn't counted for either."""
+    start = time.thread_time()
+    for _ in range(n):
+        fn()
+    return (time.thread_time() - start) / n
+
+
+def measure(reps: int, n: int) -> dict[tuple[str, str], dict[str, list[float]]]:
+    cells: dict[tuple[str, str], dict[str, list[float]]] = {}
+    plans = {mode: capture_plan(mode)[0] for mode in TARGETS}
+    runs = setups()
+    for mode in TARGETS:
+        for setup in runs:
+            cells[(setup.label, mode)] = {"ragtrace": [], "hand": [], "ratio": []}
+    tracers = {setup.label: setup.provider.get_tracer("handwritten") for setup in runs}
+    # warm-up: caches, tracers, first-call imports
+    for setup in runs:
+        for mode in TARGETS:
+            use(setup.provider, mode)
+            timed(ragtrace_pipeline, 50)
+            timed(lambda: handwritten(tracers[setup.label], plans[mode]), 50)
+            setup.settle()
+    for rep in range(reps):
+        for setup in runs:
+            for mode in TARGETS:
+                use(setup.provider, mode)
+                tracer, plan = tracers[setup.label], plans[mode]
+                hand = lambda: handwritten(tracer, plan)  # noqa: E731
+                order = [("ragtrace", ragtrace_pipeline), ("hand", hand)]
+                if rep % 2:
+                    order.reverse()
+                got: dict[str, list[float]] = {"ragtrace": [], "hand": []}
+                for label, fn in order + order[::-1]:  # ABBA
+                    setup.settle()
+                    gc.collect()
+                    got[label].append(timed(fn, n))
+                cell = cells[(setup.label, mode)]
+                r, h = statistics.fmean(got["ragtrace"]), statistics.fmean(got["hand"])
+                cell["ragtrace"].append(r)
+                cell["hand"].append(h)
+                cell["ratio"].append(r / h)
+        for setup in runs:
+            setup.settle()
+    for setup in runs:
+        setup.provider.shutdown()
+    return cells
+
+
+def report(cells: dict[tuple[str, str], dict[str, list[float]]], reps: int, n: int) -> bool:
+    print(f"ragtrace vs hand-written OpenTelemetry, 6-span pipeline, medians of {reps} interleaved repetitions x 2 x {n} pipelines, thread CPU time")
+    print(f"Python {platform.python_version()}, {os.cpu_count()} CPUs (shared), opentelemetry-sdk {_sdk_version()}")
+    header = f"{'exporter':<20} {'content':<7} {'ragtrace us':>12} {'hand us':>9} {'ratio':>7} {'ratio IQR':>13} {'target':>7}  result"
+    print(header)
+    print("-" * len(header))
+    ok = True
+    for (label, mode), cell in cells.items():
+        ratio = statistics.median(cell["ratio"])
+        q = statistics.quantiles(cell["ratio"], n=4) if len(cell["ratio"]) >= 2 else [ratio, ratio, ratio]
+        target = TARGETS[mode]
+        passed = ratio <= target
+        ok &= passed
+        print(
+            f"{label:<20} {mode:<7} {statistics.median(cell['ragtrace']) * 1e6:>12.1f} {statistics.median(cell['hand']) * 1e6:>9.1f}"
+            f" {ratio:>6.2f}x {q[0]:>6.2f}-{q[2]:<5.2f} {'<=' + format(target, '.2f'):>7}  {'PASS' if passed else 'MISS'}"
+        )
+    return ok
+
+
+def _sdk_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("opentelemetry-sdk")
+    except Exception:  # noqa: BLE001
+        return "?"
+
+
+# --- profiling --------------------------------------------------------------------------------
+def profile(mode: str, n: int) -> None:
+    """cProfile of the ragtrace side on the in-memory exporter; the ragtrace-owned functions."""
+    import cProfile
+    import pstats
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    use(provider, mode)
+    timed(ragtrace_pipeline, 100)
+    exporter.clear()
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(n):
+        ragtrace_pipeline()
+    profiler.disable()
+    stats = pstats.Stats(profiler)
+    print(f"\ncProfile, capture_content={mode!r}, {n} pipelines: ragtrace-owned functions by own time (tottime)")
+    root = str(Path(ragtrace.__file__).resolve().parent)
+    rows = []
+    total_tt = 0.0
+    for (filename, line, func), (cc, nc, tt, ct, _callers) in stats.stats.items():  # type: ignore[attr-defined]
+        total_tt += tt
+        if filename.startswith(root):
+            rows.append((tt, ct, nc, f"{Path(filename).relative_to(Path(root).parent)}:{line}:{func}"))
+    own = sum(r[0] for r in rows)
+    print(f"  total {total_tt / n * 1e6:.1f} us/pipeline under the profiler; ragtrace-owned tottime {own / n * 1e6:.1f} us/pipeline")
+    print(f"  {'tottime us/pipe':>15} {'cumtime us/pipe':>15} {'calls/pipe':>10}  function")
+    for tt, ct, nc, where in sorted(rows, reverse=True)[:25]:
+        print(f"  {tt / n * 1e6:>15.2f} {ct / n * 1e6:>15.2f} {nc / n:>10.1f}  {where}")
+    print("\n  by cumulative time (ragtrace-owned, incl. SDK calls they make):")
+    for tt, ct, nc, where in sorted(rows, key=lambda r: -r[1])[:25]:
+        print(f"  {tt / n * 1e6:>15.2f} {ct / n * 1e6:>15.2f} {nc / n:>10.1f}  {where}")
+    provider.shutdown()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run)")
+    parser.add_argument("--reps", type=int, default=None)
+    parser.add_argument("--n", type=int, default=None, help="pipelines per timed block")
+    parser.add_argument("--profile", action="store_true", help="cProfile the ragtrace side instead")
+    args = parser.parse_args()
+    rt_guard.set_strict(True)  # a ragtrace bug must fail the benchmark, not hide behind the guard
+    if args.profile:
+        for mode in TARGETS:
+            profile(mode, args.n or 3000)
+        return 0
+    identical = True
+    for mode in TARGETS:
+        plan, expected = capture_plan(mode)
+        same = check_identical(mode, plan, expected)
+        identical &= same
+        attrs = sum(len(p.attributes) for p in _walk(plan))
+        print(f"spans identical ({mode}): {'yes' if same else 'NO'}  (6 spans, {attrs} attributes, {sum(len(p.events) for p in _walk(plan))} events)")
+    reps = args.reps or (5 if args.quick else 21)
+    n = args.n or (100 if args.quick else 150)
+    cells = measure(reps, n)
+    ok = report(cells, reps, n)
+    return 0 if ok and identical else 1
+
+
+def _walk(plan: SpanPlan) -> list[SpanPlan]:
+    return [plan, *(p for child in plan.children for p in _walk(child))]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
