@@ -29,5 +29,9 @@ test: $(VENV)/.installed-test
 demo: $(VENV)/.installed-demo
 	$(PY) examples/demo/run_demo.py $(if $(PHOENIX),--phoenix $(PHOENIX))
 
+# Benchmarks: each prints a table of ratios measured side by side in one run (docs/performance.md).
+bench: $(VENV)/.installed-test
+	$(PY) bench/run_all.py
+
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis out

@@ -355,3 +355,10 @@ def test_stream_chunks_keep_usage_model_and_finish_reason(spans):
     assert attrs[names.GEN_AI_RESPONSE_ID] == "c1"
     assert list(attrs[names.GEN_AI_RESPONSE_FINISH_REASONS]) == ["stop"]
     assert attrs[names.OI_OUTPUT_VALUE] == "Hi [1]"
+
+
+def test_generation_points_at_the_assemble_span_it_was_scored_against(spans):
+    run_pipeline()
+    assemble = spans.one("assemble")
+    generate = spans.one("generate")
+    assert generate.attributes[names.RAG_GENERATION_CONTEXT_SPAN_ID] == format(assemble.context.span_id, "016x")

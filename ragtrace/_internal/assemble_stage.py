@@ -103,6 +103,9 @@ class Assemble(Stage):
 
     def on_close(self) -> None:
         record = self._located if self._located is not None else self.builder.record()
+        span_context = self.span.get_span_context()
+        if span_context.is_valid:
+            record.span_id = format(span_context.span_id, "016x")
         state = self.state
         if state is not None:
             _explain_missing(record, state)

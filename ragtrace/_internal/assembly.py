@@ -62,6 +62,7 @@ class ContextRecord:
     dropped: list[Drop] = field(default_factory=list)
     max_tokens: int | None = None
     prompt: Prompt | None = None
+    span_id: str | None = None  # hex id of the assemble span, so generations can point at it
 
     @property
     def total_tokens(self) -> int:

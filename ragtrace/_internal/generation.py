@@ -177,6 +177,8 @@ class Generate(Stage):
             attrs.set(names.OI_LLM_TOKEN_COUNT_COMPLETION, completion_tokens)
             if prompt_tokens is not None and completion_tokens is not None:
                 attrs.set(names.OI_LLM_TOKEN_COUNT_TOTAL, int_or_none(prompt_tokens + completion_tokens, "total_tokens"))
+        if context is not None and context.span_id is not None:
+            attrs.set(names.RAG_GENERATION_CONTEXT_SPAN_ID, context.span_id)
         citations = self.citations
         if citations is not None:
             attrs.set_many(

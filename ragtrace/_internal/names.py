@@ -118,6 +118,7 @@ DROP_NOT_RENDERED: Final = "not_rendered"  # added after the prompt was last ren
 
 # --- ragtrace: generation and citations -------------------------------------------------------
 RAG_GENERATION_ROLE: Final = "rag.generation.role"
+RAG_GENERATION_CONTEXT_SPAN_ID: Final = "rag.generation.context_span_id"
 ROLE_ANSWER: Final = "answer"
 RAG_CITATION_IDS: Final = "rag.citation.ids"
 RAG_CITATION_VALID_COUNT: Final = "rag.citation.valid_count"
@@ -292,6 +293,7 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(RAG_CONTEXT_DROPPED_REASONS, "string[]", "assemble", False, "over_budget, duplicate, filtered, reranked_out, not_added, not_found, not_rendered or a user reason."),
     AttributeInfo(RAG_CONTEXT_CONTENT_HASHES, "string[]", "assemble", False, "hash mode only: content hash per placed chunk."),
     AttributeInfo(RAG_GENERATION_ROLE, "string", "generate", False, "answer, or another role (rewrite, grader...) left out of the figures."),
+    AttributeInfo(RAG_GENERATION_CONTEXT_SPAN_ID, "string", "generate", False, "Span id (hex) of the assemble span whose context this generation was scored against."),
     AttributeInfo(RAG_CITATION_IDS, "string[]", "generate", False, "Validly cited chunk ids, first-cited first."),
     AttributeInfo(RAG_CITATION_VALID_COUNT, "int", "generate", False, "Citations that match an in-context chunk."),
     AttributeInfo(RAG_CITATION_INVALID_COUNT, "int", "generate", False, "Citations that point at nothing in context."),
