@@ -95,23 +95,25 @@ async def bare_task(gate: Gate) -> None:
     assert prompt
 
 
-def _replay(tracer: trace.Tracer, plan: SpanPlan) -> None:
+def _replay(tracer: trace.Tracer, plan: SpanPlan, ids: dict[str, str]) -> None:
     with tracer.start_as_current_span(plan.name, kind=plan.kind) as span:
-        span.set_attributes(plan.attributes)
+        ids[plan.name] = format(span.get_span_context().span_id, "016x")
+        span.set_attributes(plan.values(ids))
         for name, attributes in plan.events:
             span.add_event(name, attributes)
 
 
 async def hand_task(gate: Gate, tracer: trace.Tracer, plan: SpanPlan) -> None:
     with tracer.start_as_current_span(plan.name, kind=plan.kind) as root:
+        ids = {plan.name: format(root.get_span_context().span_id, "016x")}
         *before, last = plan.children
         for child in before:
-            _replay(tracer, child)
+            _replay(tracer, child, ids)
         prompt = _bare_prompt()
         await gate
         assert prompt
-        _replay(tracer, last)
-        root.set_attributes(plan.attributes)
+        _replay(tracer, last, ids)
+        root.set_attributes(plan.values(ids))
         for name, attributes in plan.events:
             root.add_event(name, attributes)
 

@@ -106,13 +106,29 @@ def ragtrace_pipeline() -> Any:
 # --- the hand-written baseline ------------------------------------------------------------------
 @dataclass
 class SpanPlan:
-    """One span to replay: what the SDK needs, precomputed."""
+    """One span to replay: what the SDK needs, precomputed.
+
+    ``refs`` are attributes whose value is the id of another span of the trace (e.g. the
+    generation's ``rag.generation.context_span_id``): hand-written code would put the id of its
+    own span there, so the replay does too, by span name.
+    """
 
     name: str
     kind: trace.SpanKind
     attributes: dict[str, Any]
+    refs: dict[str, str]  # attribute key -> name of the span whose id is the value
     events: list[tuple[str, dict[str, Any]]]
     children: list["SpanPlan"]
+
+    def values(self, ids: dict[str, str]) -> dict[str, Any]:
+        """The attributes to set, span-id references resolved against ``ids`` (name -> hex id)."""
+        if not self.refs:
+            return self.attributes
+        return {**self.attributes, **{key: ids[name] for key, name in self.refs.items()}}
+
+
+def _hex_ids(spans: Sequence[ReadableSpan]) -> dict[str, str]:
+    return {format(s.context.span_id, "016x"): s.name for s in spans}
 
 
 def plan_from(spans: Sequence[ReadableSpan]) -> SpanPlan:
@@ -121,12 +137,16 @@ def plan_from(spans: Sequence[ReadableSpan]) -> SpanPlan:
     for span in sorted(spans, key=lambda s: s.start_time or 0):
         parent = span.parent.span_id if span.parent is not None else None
         by_parent.setdefault(parent, []).append(span)
+    span_names = _hex_ids(spans)
 
     def build(span: ReadableSpan) -> SpanPlan:
+        attributes = dict(span.attributes or {})
+        refs = {k: span_names[v] for k, v in attributes.items() if isinstance(v, str) and v in span_names}
         return SpanPlan(
             name=span.name,
             kind=span.kind,
-            attributes=dict(span.attributes or {}),
+            attributes={k: v for k, v in attributes.items() if k not in refs},
+            refs=refs,
             events=[(event.name, dict(event.attributes or {})) for event in span.events],
             children=[build(child) for child in by_parent.get(span.context.span_id, [])],
         )
@@ -135,21 +155,29 @@ def plan_from(spans: Sequence[ReadableSpan]) -> SpanPlan:
     return build(root)
 
 
-def handwritten(tracer: trace.Tracer, plan: SpanPlan) -> None:
+def handwritten(tracer: trace.Tracer, plan: SpanPlan, ids: dict[str, str] | None = None) -> None:
     """The baseline: the plan's spans with the SDK alone, nested as current spans."""
     with tracer.start_as_current_span(plan.name, kind=plan.kind) as span:
-        span.set_attributes(plan.attributes)
+        if ids is None:
+            ids = {}
+        ids[plan.name] = format(span.get_span_context().span_id, "016x")
+        span.set_attributes(plan.values(ids))
         for child in plan.children:
-            handwritten(tracer, child)
+            handwritten(tracer, child, ids)
         for name, attributes in plan.events:
             span.add_event(name, attributes)
 
 
 def canonical(spans: Sequence[ReadableSpan]) -> list[tuple[Any, ...]]:
-    """Names, kinds, parent names, attributes and events, for comparing the two sides."""
+    """Names, kinds, parent names, attributes and events, for comparing the two sides.
+
+    A value that is the id of a span of the same trace reads as ``<span id of NAME>``."""
     names = {s.context.span_id: s.name for s in spans}
+    span_names = _hex_ids(spans)
 
     def value(v: Any) -> Any:
+        if isinstance(v, str) and v in span_names:
+            return f"<span id of {span_names[v]}>"
         return list(v) if isinstance(v, (tuple, list)) else v
 
     return sorted(
@@ -358,7 +386,7 @@ def main() -> int:
         plan, expected = capture_plan(mode)
         same = check_identical(mode, plan, expected)
         identical &= same
-        attrs = sum(len(p.attributes) for p in _walk(plan))
+        attrs = sum(len(p.attributes) + len(p.refs) for p in _walk(plan))
         print(f"spans identical ({mode}): {'yes' if same else 'NO'}  (6 spans, {attrs} attributes, {sum(len(p.events) for p in _walk(plan))} events)")
     reps = args.reps or (5 if args.quick else 21)
     n = args.n or (100 if args.quick else 150)
