@@ -18,7 +18,9 @@ hand-written <= 1.25x with content captured, <= 1.15x in redact mode.
 
     python bench/bench_overhead.py            # the table (about 40 s on 2 shared cores)
     python bench/bench_overhead.py --quick    # fewer repetitions
+    python bench/bench_overhead.py --stages   # where the extra time goes, stage by stage
     python bench/bench_overhead.py --profile  # cProfile of the ragtrace side, ragtrace-owned costs
+    python bench/bench_overhead.py --no-openinference  # the same without OpenInference attributes
 
 Exit status 1 when a target is missed or the spans differ.
 """
@@ -222,8 +224,11 @@ def setups() -> list[Setup]:
     ]
 
 
+OPENINFERENCE = True  # --no-openinference: ragtrace's OpenInference attributes off (both sides lose them)
+
+
 def use(provider: TracerProvider, mode: str) -> None:
-    rt_config.configure(tracer_provider=provider, capture_content=mode)
+    rt_config.configure(tracer_provider=provider, capture_content=mode, openinference=OPENINFERENCE)
 
 
 def capture_plan(mode: str) -> tuple[SpanPlan, list[tuple[Any, ...]]]:
@@ -369,14 +374,128 @@ def profile(mode: str, n: int) -> None:
     provider.shutdown()
 
 
+# --- per-stage breakdown ----------------------------------------------------------------------
+STAGES = ("root open", "embed", "retrieve", "rerank", "assemble", "generate", "root close")
+
+
+def ragtrace_stage_times(out: list[list[float]]) -> None:
+    """The workload with a clock read between stages (thread CPU time, appended to ``out``)."""
+    clock = time.thread_time
+    marks = [clock()]
+    with ragtrace.rag_pipeline("support-qa", query=QUERY, version="v2"):
+        marks.append(clock())
+        with ragtrace.embed(model="text-embedding-3-small", provider="openai") as e:
+            e.record([VECTOR], input_tokens=12)
+        marks.append(clock())
+        with ragtrace.retrieve(QUERY, data_source="product-docs", top_k=10) as r:
+            r.record(DOCS)
+        marks.append(clock())
+        with ragtrace.rerank(model="bge-reranker-v2", provider="local", top_n=5) as rr:
+            rr.record(RERANKED)
+        marks.append(clock())
+        with ragtrace.assemble(max_tokens=3000) as ctx:
+            for chunk in rr.chunks:
+                ctx.add(chunk)
+            prompt = ctx.render(question=QUERY)
+        marks.append(clock())
+        with ragtrace.generate(model="gpt-4o-mini", provider="openai", prompt=prompt) as g:
+            g.record(ANSWER)
+        marks.append(clock())
+    marks.append(clock())
+    for index, (a, b) in enumerate(zip(marks, marks[1:])):
+        out[index].append(b - a)
+
+
+def handwritten_stage_times(tracer: trace.Tracer, plan: SpanPlan, out: list[list[float]]) -> None:
+    clock = time.thread_time
+    marks = [clock()]
+    with tracer.start_as_current_span(plan.name, kind=plan.kind) as span:
+        ids = {plan.name: format(span.get_span_context().span_id, "016x")}
+        span.set_attributes(plan.values(ids))
+        marks.append(clock())
+        for child in plan.children:
+            handwritten(tracer, child, ids)
+            marks.append(clock())
+        for name, attributes in plan.events:
+            span.add_event(name, attributes)
+    marks.append(clock())
+    for index, (a, b) in enumerate(zip(marks, marks[1:])):
+        out[index].append(b - a)
+
+
+def stages(mode: str, reps: int, n: int) -> None:
+    """Where ragtrace's extra time goes: each stage against its hand-written span (in-memory)."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    plan = capture_plan(mode)[0]
+    use(provider, mode)
+    tracer = provider.get_tracer("handwritten")
+    mine: list[list[float]] = [[] for _ in STAGES]
+    hand: list[list[float]] = [[] for _ in STAGES]
+    for rep in range(reps):
+        for _ in range(n):
+            ragtrace_stage_times(mine)
+        exporter.clear()
+        for _ in range(n):
+            handwritten_stage_times(tracer, plan, hand)
+        exporter.clear()
+    print(f"\nper stage, capture_content={mode!r}, in-memory exporter, medians of {reps * n} pipelines (thread CPU us)")
+    print(f"  {'stage':<12} {'ragtrace':>9} {'hand':>7} {'extra':>7}")
+    total = 0.0
+    for index, label in enumerate(STAGES):
+        r, h = statistics.median(mine[index]) * 1e6, statistics.median(hand[index]) * 1e6
+        total += r - h
+        print(f"  {label:<12} {r:>9.1f} {h:>7.1f} {r - h:>7.1f}")
+    print(f"  {'sum':<12} {'':>9} {'':>7} {total:>7.1f}")
+    empty_mine, empty_hand = empty_stage(exporter, tracer, reps, n)
+    print(f"  {'empty embed':<12} {empty_mine:>9.1f} {empty_hand:>7.1f} {empty_mine - empty_hand:>7.1f}   (a stage with nothing recorded: the fixed cost)")
+    provider.shutdown()
+
+
+def empty_stage(exporter: InMemorySpanExporter, tracer: trace.Tracer, reps: int, n: int) -> tuple[float, float]:
+    """Median us of ``with ragtrace.embed(...): pass`` inside a pipeline, and of its hand-written span."""
+    clock = time.thread_time
+    with ragtrace.rag_pipeline("empty"):
+        with ragtrace.embed(model="m", provider="p"):
+            pass
+        (span,) = [s for s in exporter.get_finished_spans() if (s.attributes or {}).get("rag.stage") == "embed"]
+        name, kind, attributes = span.name, span.kind, dict(span.attributes or {})
+        exporter.clear()
+        mine: list[float] = []
+        hand: list[float] = []
+        for _ in range(reps):
+            start = clock()
+            for _ in range(n):
+                with ragtrace.embed(model="m", provider="p"):
+                    pass
+            mine.append((clock() - start) / n)
+            start = clock()
+            for _ in range(n):
+                with tracer.start_as_current_span(name, kind=kind) as hand_span:
+                    hand_span.set_attributes(attributes)
+            hand.append((clock() - start) / n)
+            exporter.clear()
+    exporter.clear()
+    return statistics.median(mine) * 1e6, statistics.median(hand) * 1e6
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run)")
     parser.add_argument("--reps", type=int, default=None)
     parser.add_argument("--n", type=int, default=None, help="pipelines per timed block")
     parser.add_argument("--profile", action="store_true", help="cProfile the ragtrace side instead")
+    parser.add_argument("--stages", action="store_true", help="per-stage extra time instead")
+    parser.add_argument("--no-openinference", action="store_true", help="configure(openinference=False) (both sides lose those attributes)")
     args = parser.parse_args()
+    global OPENINFERENCE
+    OPENINFERENCE = not args.no_openinference
     rt_guard.set_strict(True)  # a ragtrace bug must fail the benchmark, not hide behind the guard
+    if args.stages:
+        for mode in TARGETS:
+            stages(mode, args.reps or 30, args.n or 50)
+        return 0
     if args.profile:
         for mode in TARGETS:
             profile(mode, args.n or 3000)
