@@ -7,12 +7,14 @@ already installed; it keeps its own provider private instead and says so.
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from opentelemetry import metrics, trace
+from opentelemetry.metrics import _internal as _metrics_api
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
@@ -211,15 +213,37 @@ def tracer(explicit: trace.TracerProvider | None = None) -> trace.Tracer:
 
 
 def telemetry_on(explicit: trace.TracerProvider | None = None) -> bool:
-    """False when no provider is configured anywhere: decorators then call straight through."""
+    """False when no provider is configured anywhere: decorators then call straight through.
+
+    This runs on every decorated call, so it reads the API's provider slots directly instead of
+    calling ``get_tracer_provider()``, which consults the environment each time it finds none.
+    """
     if explicit is not None or _config.tracer_provider is not None or _config.meter_provider is not None:
         return True
-    if not isinstance(trace.get_tracer_provider(), (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
-        return True
-    return not meter_provider_unset(metrics.get_meter_provider())
+    return global_tracer_provider_set() or not meter_provider_unset(global_meter_provider())
+
+
+def global_tracer_provider_set() -> bool:
+    if _ENVIRONMENT_PROVIDERS or not hasattr(trace, "_TRACER_PROVIDER"):
+        provider = trace.get_tracer_provider()
+        return not isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
+    provider = trace._TRACER_PROVIDER
+    return provider is not None and not isinstance(provider, trace.NoOpTracerProvider)
+
+
+def global_meter_provider() -> metrics.MeterProvider:
+    """The global MeterProvider, read from the API's slot when no environment variable names one."""
+    if _ENVIRONMENT_PROVIDERS or not hasattr(_metrics_api, "_METER_PROVIDER"):
+        return metrics.get_meter_provider()
+    provider = _metrics_api._METER_PROVIDER
+    return provider if provider is not None else _NO_METER_PROVIDER
 
 
 def meter_provider_unset(provider: metrics.MeterProvider) -> bool:
     """True for the API's placeholder provider: no SDK installed, so there is nothing to record."""
     return type(provider).__name__ in ("_ProxyMeterProvider", "NoOpMeterProvider")
 
+
+_NO_METER_PROVIDER = metrics.NoOpMeterProvider()
+# Providers named in the environment are created lazily by the API's getters: use those then.
+_ENVIRONMENT_PROVIDERS = bool(os.environ.get("OTEL_PYTHON_TRACER_PROVIDER") or os.environ.get("OTEL_PYTHON_METER_PROVIDER"))

@@ -15,6 +15,7 @@ Three vocabularies are emitted side by side:
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Final, NamedTuple
 
 # --- stages -----------------------------------------------------------------------------------
@@ -220,6 +221,7 @@ MIME_TEXT: Final = "text/plain"
 MIME_JSON: Final = "application/json"
 
 
+@lru_cache(maxsize=4096)
 def indexed(prefix: str, index: int, suffix: str) -> str:
     """OpenInference's flattened list keys: ``retrieval.documents`` + 0 + ``document.id``."""
     return f"{prefix}.{index}.{suffix}"

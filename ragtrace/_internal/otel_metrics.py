@@ -16,7 +16,7 @@ from typing import Any
 from opentelemetry import metrics
 
 from . import names
-from .config import INSTRUMENTATION_NAME, VERSION, Config, meter_provider_unset
+from .config import INSTRUMENTATION_NAME, VERSION, Config, global_meter_provider, meter_provider_unset
 
 # GenAI semantic-convention bucket boundaries (seconds and tokens); ratio buckets for the proxies.
 DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
@@ -40,7 +40,7 @@ _cache_lock = threading.Lock()
 
 def instruments(config: Config) -> Instruments | None:
     """The instruments of the configured (or global) MeterProvider; None when there is none."""
-    provider = config.meter_provider or metrics.get_meter_provider()
+    provider = config.meter_provider or global_meter_provider()
     if meter_provider_unset(provider):
         return None
     found = _cache.get(provider)

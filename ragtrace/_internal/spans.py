@@ -30,9 +30,9 @@ _EXC_ESCAPED = "exception.escaped"
 def value_length_limit(span: Span) -> int | None:
     """The span's attribute value-length limit (SDK spans expose it; else the environment)."""
     limits = getattr(span, "_limits", None)
-    limit = getattr(limits, "max_span_attribute_length", None)
-    if isinstance(limit, int):
-        return limit
+    if limits is not None:
+        limit = getattr(limits, "max_span_attribute_length", None)
+        return limit if isinstance(limit, int) else None
     for variable in ("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT"):
         raw = os.environ.get(variable, "")
         if raw.strip().isdigit():
@@ -89,32 +89,34 @@ def finite_or_nan(value: float | None) -> float:
 
 
 class Attributes:
-    """Collects a stage's attributes and writes them to its span.
+    """Buffers a stage's attributes and writes them to its span in one call when the stage ends.
 
-    ``essential`` keys are written again just before the span ends, so that the SDK's
-    evict-the-oldest policy can only drop less important keys.
+    One ``set_attributes`` per span instead of dozens keeps the SDK's per-call locking and
+    validation off the hot path. ``essential`` keys go last, so the SDK's evict-the-oldest count
+    limit can only drop less important keys. Content passes the policy before it is buffered.
     """
 
-    __slots__ = ("span", "policy", "recording", "_essential")
+    __slots__ = ("span", "policy", "recording", "_pending", "_essential")
 
     def __init__(self, span: Span, policy: ContentPolicy) -> None:
         self.span = span
         self.policy = policy
         self.recording = span.is_recording()
+        self._pending: dict[str, Any] = {}
         self._essential: dict[str, Any] = {}
 
     def set(self, key: str, value: Any) -> None:
         if self.recording and value is not None:
-            self.span.set_attribute(key, value)
+            self._pending[key] = value
 
     def set_many(self, values: Mapping[str, Any]) -> None:
         if self.recording:
-            self.span.set_attributes({k: v for k, v in values.items() if v is not None})
+            self._pending.update({k: v for k, v in values.items() if v is not None})
 
     def essential(self, key: str, value: Any) -> None:
-        if value is not None:
+        """A key that must survive attribute limits (written last, and already at span start)."""
+        if self.recording and value is not None:
             self._essential[key] = value
-            self.set(key, value)
 
     def content(self, key: str, text: str | None, max_chars: int) -> bool:
         """A content-bearing attribute: passes the content policy, then is trimmed. True if set."""
@@ -123,21 +125,23 @@ class Attributes:
         allowed = self.policy.text(text)
         if allowed is None:
             return False
-        self.span.set_attribute(key, trim_text(allowed, max_chars))
+        self._pending[key] = trim_text(allowed, max_chars)
         return True
 
     def json_list(self, key: str, items: Sequence[Any]) -> None:
         if self.recording:
             value = json_list_within(items, value_length_limit(self.span))
             if value is not None:
-                self.span.set_attribute(key, value)
+                self._pending[key] = value
 
-    def reassert(self, values: Mapping[str, Any] | None = None) -> None:
-        """Re-set the essentials (and ``values``) so they are the newest keys on the span."""
-        if self.recording:
-            if values:
-                self.set_many(values)
-            self.span.set_attributes(self._essential)
+    def flush(self) -> None:
+        """Write everything buffered to the span, essentials last."""
+        if self.recording and (self._pending or self._essential):
+            for key in self._essential:
+                self._pending.pop(key, None)
+            self._pending.update(self._essential)
+            self.span.set_attributes(self._pending)
+            self._pending = {}
 
 
 def record_error(span: Span, error: BaseException, policy: ContentPolicy) -> None:

@@ -122,9 +122,10 @@ class Stage:
             self.on_close()
         with guard("metrics"):
             self._record_metrics(error)
+        if self.attrs is not None:
+            with guard("attribute writing"):
+                self.attrs.flush()
         with guard("span end"):
-            if self.attrs is not None:
-                self.attrs.reassert()
             self.span.end()
 
     def _record_metrics(self, error: BaseException | None) -> None:

@@ -45,7 +45,7 @@ class PipelineState:
             chunk = self.canonical(chunk)
             if chunk.content_hash and chunk.content_hash not in self._ids_by_hash:
                 self._ids_by_hash[chunk.content_hash] = chunk.id
-            kept.append(replace(chunk, content=None, metadata=None))
+            kept.append(Chunk(chunk.id, chunk.rank, chunk.score, None, None, chunk.tokens, chunk.content_hash))
         self.retrievals.append(kept)
         self.unreadable += unreadable
         return kept
