@@ -109,14 +109,29 @@ def to_chunk(item: Any, rank: int, accessors: Accessors = NO_ACCESSORS) -> Chunk
         score = getattr(item, "score", None)
         item = item.node
 
-    raw_id = accessors.id_of(item) if accessors.id_of else _field(item, _ID_KEYS)
-    raw_content = accessors.content_of(item) if accessors.content_of else _content(item)
-    if accessors.score_of:
-        score = accessors.score_of(item)
-    elif score is None:
-        score = _field(item, _SCORE_KEYS)
+    if (
+        type(item) is dict
+        and accessors is NO_ACCESSORS
+        and item.get("id") is not None
+        and item.get("content") is not None
+    ):
+        # the common shape, read without the alias search (same result: these keys come first)
+        raw_id, raw_content = item["id"], item["content"]
         if score is None:
-            score = _field(item, _DISTANCE_KEYS)
+            score = item.get("score")
+            if score is None:
+                score = _field(item, _SCORE_KEYS[1:])
+            if score is None:
+                score = _field(item, _DISTANCE_KEYS)
+    else:
+        raw_id = accessors.id_of(item) if accessors.id_of else _field(item, _ID_KEYS)
+        raw_content = accessors.content_of(item) if accessors.content_of else _content(item)
+        if accessors.score_of:
+            score = accessors.score_of(item)
+        elif score is None:
+            score = _field(item, _SCORE_KEYS)
+            if score is None:
+                score = _field(item, _DISTANCE_KEYS)
     metadata = _metadata(item)
     if raw_id is None and metadata is not None:
         raw_id = _field(metadata, _ID_KEYS)
