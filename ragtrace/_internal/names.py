@@ -227,6 +227,30 @@ def indexed(prefix: str, index: int, suffix: str) -> str:
     return f"{prefix}.{index}.{suffix}"
 
 
+# --- read, not emitted: other instrumentations' attributes, for the CLI's inferred mode ----------
+# ``ragtrace report`` reads these from traces that other tools produced, to infer inclusion and
+# citations for them. ragtrace never emits them, so they are not in ``ATTRIBUTES`` below.
+# OpenLLMetry (traceloop/openllmetry, opentelemetry-semantic-conventions-ai)
+TRACELOOP_SPAN_KIND: Final = "traceloop.span.kind"
+TRACELOOP_WORKFLOW_NAME: Final = "traceloop.workflow.name"
+LLM_REQUEST_TYPE: Final = "llm.request.type"
+DB_SYSTEM: Final = "db.system"
+DB_VECTOR_QUERY_TOP_K: Final = "db.vector.query.top_k"
+DB_QUERY_RESULT_EVENT: Final = "db.query.result"  # an event, one per result or one with parallel lists
+DB_QUERY_RESULT_ID: Final = "db.query.result.id"
+DB_QUERY_RESULT_SCORE: Final = "db.query.result.score"
+DB_QUERY_RESULT_DISTANCE: Final = "db.query.result.distance"
+DB_QUERY_RESULT_DOCUMENT: Final = "db.query.result.document"
+# Legacy flattened GenAI prompt/completion attributes (OpenLLMetry and older OTel GenAI):
+# gen_ai.prompt.{i}.role / .content, gen_ai.completion.{i}.role / .content (see ``indexed``)
+GEN_AI_PROMPT: Final = "gen_ai.prompt"
+GEN_AI_COMPLETION: Final = "gen_ai.completion"
+LEGACY_MESSAGE_ROLE: Final = "role"
+LEGACY_MESSAGE_CONTENT: Final = "content"
+# gen_ai.operation.name values of a model call (besides ragtrace's own "chat")
+GENERATION_OPERATIONS: Final = frozenset({"chat", "text_completion", "generate_content", "completion"})
+
+
 # --- the attribute reference ------------------------------------------------------------------
 class AttributeInfo(NamedTuple):
     """One row of the attribute reference (docs/attributes.md is generated from these)."""

@@ -25,7 +25,6 @@ from .._internal.assembly import Placement, locate
 from .._internal.chunks import Chunk, content_hash, to_chunk
 from .._internal.citations import parse_citations
 from .._internal.figures import Answer, Figures, compute
-from . import vocab
 from .reader import Span, Trace
 
 SOURCE_RAGTRACE = "ragtrace"
@@ -111,13 +110,10 @@ def _aligned(values: list[Any] | None, length: int, kind: type | tuple[type, ...
 
 
 def _stage(span: Span) -> str | None:
-    raw = span.attrs.get(names.RAG_STAGE)
-    if type(raw) is dict:
-        value = raw.get("stringValue")
-        if value is None:
-            value = raw.get("string_value")
-        return value if type(value) is str else None
-    return None
+    if names.RAG_STAGE not in span.attrs:
+        return None
+    value = span.get(names.RAG_STAGE)
+    return value if type(value) is str else None
 
 
 def _end_order(span: Span) -> tuple[int, int]:
@@ -363,10 +359,23 @@ def _context_of(
 ) -> tuple[Span, list[Placement], bool] | None:
     """The assembly an answer was scored against online.
 
-    Online that is ``generate(context=...)`` or else the latest assembly finished before the
-    generation; the span records neither, only its own figures. So: the latest assembly that ended
-    first, unless the generation's recorded |C| and citations point at an earlier one.
+    The SDK records it: ``rag.generation.context_span_id`` is the hex span id of that assemble
+    span. When it is set, that span is the answer, or, if it is not among this run's readable
+    assemblies (lost spans or attributes), the context is unknown: guessing another one could
+    score the answer against the wrong chunks.
+
+    Traces from SDK versions without the attribute fall back to inference: online that was
+    ``generate(context=...)`` or else the latest assembly finished before the generation; so the
+    latest assembly that ended first, unless the generation's recorded |C| and citations point at
+    an earlier one.
     """
+    pointed = _string(generation, names.RAG_GENERATION_CONTEXT_SPAN_ID)
+    if pointed:
+        pointed = pointed.lower()
+        for candidate in contexts:
+            if candidate[0].span_id.lower() == pointed:
+                return candidate
+        return None
     for candidate in contexts:  # generated inside the open assemble block: that assembly
         if candidate[0].span_id == generation.parent_id:
             return candidate
@@ -462,7 +471,7 @@ def _foreign_row(trace: Trace) -> Row:
     row = Row(trace.trace_id, anchor.span_id, anchor.where, time=anchor.start, inferred=True)
     row.source = _source_of(spans)
     row.pipeline = (
-        _string(anchor, vocab.TRACELOOP_WORKFLOW_NAME) or _string(anchor, names.GEN_AI_WORKFLOW_NAME) or anchor.name or None
+        _string(anchor, names.TRACELOOP_WORKFLOW_NAME) or _string(anchor, names.GEN_AI_WORKFLOW_NAME) or anchor.name or None
     )
     query = _string(anchor, names.OI_INPUT_VALUE) if roots else None
 
@@ -481,7 +490,7 @@ def _foreign_row(trace: Trace) -> Row:
                 else:
                     chunks.append(chunk)
             retrievals.append(chunks)
-            top_k = _int(span, names.GEN_AI_RETRIEVAL_TOP_K) or _int(span, vocab.DB_VECTOR_QUERY_TOP_K)
+            top_k = _int(span, names.GEN_AI_RETRIEVAL_TOP_K) or _int(span, names.DB_VECTOR_QUERY_TOP_K)
             if top_k is not None:
                 row.top_k = max(row.top_k or 0, top_k)
             if query is None:
@@ -511,7 +520,7 @@ def _source_of(spans: Iterable[Span]) -> str:
         attrs = span.attrs
         if names.OI_SPAN_KIND in attrs:
             return SOURCE_OPENINFERENCE
-        if vocab.TRACELOOP_SPAN_KIND in attrs or vocab.LLM_REQUEST_TYPE in attrs or _indexed_key(vocab.GEN_AI_PROMPT, 0, vocab.CONTENT) in attrs:
+        if names.TRACELOOP_SPAN_KIND in attrs or names.LLM_REQUEST_TYPE in attrs or _indexed_key(names.GEN_AI_PROMPT, 0, names.LEGACY_MESSAGE_CONTENT) in attrs:
             found = SOURCE_OPENLLMETRY
         elif found == SOURCE_UNKNOWN and names.GEN_AI_OPERATION_NAME in attrs:
             found = SOURCE_GEN_AI
@@ -544,13 +553,13 @@ def _documents(span: Span) -> list[dict[str, Any]] | None:
         if isinstance(parsed, list):
             return [item for item in parsed if item is not None]
         return [] if raw is None and names.GEN_AI_RETRIEVAL_DOCUMENTS not in attrs else None
-    if vocab.DB_SYSTEM in attrs and span.events:
+    if names.DB_SYSTEM in attrs and span.events:
         documents = []
-        for event in span.event_attributes(vocab.DB_QUERY_RESULT_EVENT):
-            ids, texts = event.get(vocab.DB_QUERY_RESULT_ID), event.get(vocab.DB_QUERY_RESULT_DOCUMENT)
-            scores = event.get(vocab.DB_QUERY_RESULT_SCORE)
+        for event in span.event_attributes(names.DB_QUERY_RESULT_EVENT):
+            ids, texts = event.get(names.DB_QUERY_RESULT_ID), event.get(names.DB_QUERY_RESULT_DOCUMENT)
+            scores = event.get(names.DB_QUERY_RESULT_SCORE)
             if scores is None:
-                scores = event.get(vocab.DB_QUERY_RESULT_DISTANCE)
+                scores = event.get(names.DB_QUERY_RESULT_DISTANCE)
             if isinstance(ids, list):  # one event holding parallel lists
                 for index, chunk_id in enumerate(ids):
                     documents.append({"id": chunk_id, "content": _at(texts, index), "score": _at(scores, index)})
@@ -578,13 +587,13 @@ def _is_generation(span: Span) -> bool:
     attrs = span.attrs
     if span.get(names.OI_SPAN_KIND) == names.OI_KIND_LLM:
         return True
-    if span.get(names.GEN_AI_OPERATION_NAME) in vocab.GENERATION_OPERATIONS:
+    if span.get(names.GEN_AI_OPERATION_NAME) in names.GENERATION_OPERATIONS:
         return True
-    if span.get(vocab.LLM_REQUEST_TYPE) in ("chat", "completion"):
+    if span.get(names.LLM_REQUEST_TYPE) in ("chat", "completion"):
         return True
     return (
         names.GEN_AI_INPUT_MESSAGES in attrs
-        or _indexed_key(vocab.GEN_AI_PROMPT, 0, vocab.CONTENT) in attrs
+        or _indexed_key(names.GEN_AI_PROMPT, 0, names.LEGACY_MESSAGE_CONTENT) in attrs
         or _indexed_key(names.OI_LLM_INPUT_MESSAGES, 0, names.OI_MESSAGE_CONTENT) in attrs
     )
 
@@ -625,7 +634,7 @@ def _prompt(span: Span) -> Any:
     found = (
         _messages_from_indexed(span, names.OI_LLM_INPUT_MESSAGES, names.OI_MESSAGE_ROLE, names.OI_MESSAGE_CONTENT)
         or _genai_messages(span, names.GEN_AI_INPUT_MESSAGES)
-        or _messages_from_indexed(span, vocab.GEN_AI_PROMPT, vocab.ROLE, vocab.CONTENT)
+        or _messages_from_indexed(span, names.GEN_AI_PROMPT, names.LEGACY_MESSAGE_ROLE, names.LEGACY_MESSAGE_CONTENT)
     )
     if found is not None:
         return found
@@ -645,7 +654,7 @@ def _output(span: Span) -> str | None:
     for messages in (
         _messages_from_indexed(span, names.OI_LLM_OUTPUT_MESSAGES, names.OI_MESSAGE_ROLE, names.OI_MESSAGE_CONTENT),
         _genai_messages(span, names.GEN_AI_OUTPUT_MESSAGES),
-        _messages_from_indexed(span, vocab.GEN_AI_COMPLETION, vocab.ROLE, vocab.CONTENT),
+        _messages_from_indexed(span, names.GEN_AI_COMPLETION, names.LEGACY_MESSAGE_ROLE, names.LEGACY_MESSAGE_CONTENT),
     ):
         if messages:
             return "\n".join(m["content"] for m in messages if m["content"])

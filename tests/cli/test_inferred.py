@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from ragtrace._internal import names
-from ragtrace.cli import vocab
 
 from .helpers import DOCS, docs, provider_to, tokens
 
@@ -69,17 +68,17 @@ def openllmetry(path: Path) -> None:
     provider = provider_to(path, service="traceloop-app")
     tracer = provider.get_tracer("opentelemetry.instrumentation.chromadb")
     with tracer.start_as_current_span("rag.workflow") as root:
-        root.set_attribute(vocab.TRACELOOP_SPAN_KIND, "workflow")
-        root.set_attribute(vocab.TRACELOOP_WORKFLOW_NAME, "traceloop-rag")
+        root.set_attribute(names.TRACELOOP_SPAN_KIND, "workflow")
+        root.set_attribute(names.TRACELOOP_WORKFLOW_NAME, "traceloop-rag")
         with tracer.start_as_current_span("chroma.query") as query:
-            query.set_attribute(vocab.DB_SYSTEM, "chroma")
+            query.set_attribute(names.DB_SYSTEM, "chroma")
             for distance, doc in enumerate(docs("d7", "d8", "d9")):
-                query.add_event(vocab.DB_QUERY_RESULT_EVENT, {vocab.DB_QUERY_RESULT_ID: doc["id"], vocab.DB_QUERY_RESULT_DOCUMENT: doc["content"], vocab.DB_QUERY_RESULT_DISTANCE: float(distance)})
+                query.add_event(names.DB_QUERY_RESULT_EVENT, {names.DB_QUERY_RESULT_ID: doc["id"], names.DB_QUERY_RESULT_DOCUMENT: doc["content"], names.DB_QUERY_RESULT_DISTANCE: float(distance)})
         with tracer.start_as_current_span("openai.chat") as chat:
-            chat.set_attribute(vocab.LLM_REQUEST_TYPE, "chat")
-            chat.set_attribute(f"{vocab.GEN_AI_PROMPT}.0.{vocab.ROLE}", "user")
-            chat.set_attribute(f"{vocab.GEN_AI_PROMPT}.0.{vocab.CONTENT}", _sources("d7", "d8") + "\nQuestion: what about ColBERT?")
-            chat.set_attribute(f"{vocab.GEN_AI_COMPLETION}.0.{vocab.CONTENT}", "Cross-encoders [1] and ColBERT [2] differ [5].")
+            chat.set_attribute(names.LLM_REQUEST_TYPE, "chat")
+            chat.set_attribute(f"{names.GEN_AI_PROMPT}.0.{names.LEGACY_MESSAGE_ROLE}", "user")
+            chat.set_attribute(f"{names.GEN_AI_PROMPT}.0.{names.LEGACY_MESSAGE_CONTENT}", _sources("d7", "d8") + "\nQuestion: what about ColBERT?")
+            chat.set_attribute(f"{names.GEN_AI_COMPLETION}.0.{names.LEGACY_MESSAGE_CONTENT}", "Cross-encoders [1] and ColBERT [2] differ [5].")
     provider.shutdown()
 
 
