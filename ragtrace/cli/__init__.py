@@ -86,6 +86,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--grace-spans", type=_non_negative, default=None, metavar="N", help="keep a trace open for N more spans after its root arrived (default 0; for files given newest first or paged exports)")
     parser.add_argument("--max-pending-spans", type=_positive, default=None, metavar="N", help="spans held for unfinished traces before the oldest are finished (default 100000)")
     parser.add_argument("--max-warnings", type=_non_negative, default=10, metavar="N", help="warnings printed per kind (default 10)")
+    parser.add_argument("--decoder", choices=("auto", "msgspec", "json"), default="auto", help="JSON decoder: msgspec (fast, the [fast] extra) or the standard library's json; auto uses msgspec when installed (same results either way)")
     parser.add_argument("-q", "--quiet", action="store_true", help="print no warnings")
 
 
@@ -155,7 +156,13 @@ def _run(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
 
     diagnostics = Diagnostics(stderr, limit=args.max_warnings, quiet=args.quiet)
     settings = _settings(args, diagnostics)
-    options = ReadOptions(progress=args.progress)
+    from .reader import resolve_decoder
+
+    try:
+        resolve_decoder(args.decoder)
+    except ValueError as error:
+        raise _UsageError(f"--decoder {args.decoder}: {error}") from None
+    options = ReadOptions(progress=args.progress, decoder=args.decoder)
     if args.grace_spans is not None:
         options.grace_spans = args.grace_spans
     if args.max_pending_spans is not None:

@@ -4,6 +4,12 @@ Memory is bounded by the number of *distinct* values, not traces: each figure is
 value -> count map, which gives exact percentiles (nearest rank: the smallest observed value with at
 least p% of observations at or below it) because ratios such as 3/10 repeat. Time series use
 adaptive buckets (at most ``MAX_BUCKETS``); only the ``rows`` worst traces are kept for display.
+
+Rows repeat too: what a row adds to a group is a small tuple (``contribution``), and the
+``Aggregator`` counts equal tuples per group (up to ``PENDING_LIMIT`` distinct ones) before
+applying each once with its count, instead of updating every distribution of every group for
+every row. ``overall`` and ``groups`` apply what is pending before they are read, so the totals,
+counters and distributions are those of adding the rows one by one.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ DEFAULT_GROUP_BY = ("pipeline", "route", "version", "top_k")
 MAX_GROUP_VALUES = 50  # distinct values per grouping dimension; the rest go to "(other)"
 MAX_DISTINCT = 50_000  # distinct values per distribution before values are rounded
 MAX_BUCKETS = 240
+PENDING_LIMIT = 4096  # distinct row contributions counted per group before they are applied
 _FIRST_BUCKET_NS = 60 * 10**9
 
 VERDICT_OK = "ok"
@@ -193,49 +200,51 @@ class Group:
     sizes: Counter[int] = field(default_factory=Counter)  # |C| of runs whose cited positions are known
     by_top_k: dict[int, dict[str, Distribution]] = field(default_factory=dict)
 
-    def add(self, row: Row, row_verdict: Verdict, numbers: list[tuple[str, float]]) -> None:
+    def add(self, row: Row, row_verdict: Verdict, numbers: Iterable[tuple[str, float]]) -> None:
         """One row; ``numbers`` are its summary figures that are numbers (see ``summary_numbers``)."""
-        self.traces += 1
-        self.verdicts[row_verdict.label] += 1
-        if row.measurable:
-            self.measurable += 1
+        self.apply(contribution(row, row_verdict, tuple(numbers)))
+
+    def apply(self, item: Contribution, count: int = 1) -> None:
+        """``count`` rows whose contribution is ``item`` (see ``contribution``)."""
+        label, reason, inferred, numbers, answers, nonconformant, citing_nothing, invalid, retrievals, empty, duplicates, items, size, positions, depth = item
+        self.traces += count
+        self.verdicts[label] += count
+        if reason is None:
+            self.measurable += count
         else:
-            self.reasons[row.status[0] if row.status else "unknown"] += 1
-        if row.inferred:
-            self.inferred += 1
+            self.reasons[reason] += count
+        if inferred:
+            self.inferred += count
         distributions = self.figures
         for metric, value in numbers:
-            distributions[metric].add(value)
-        figures = row.figures
-        self.answers += row.answers
-        self.nonconformant += row.nonconformant
-        if row.answers:
-            self.traces_with_answers += 1
-            if row.nonconformant == row.answers:
-                self.traces_citing_nothing += 1
-            if figures.get(names.METRIC_INVALID_CITATIONS):
-                self.traces_with_invalid += 1
-        self.retrievals += row.retrievals
-        self.empty_retrievals += row.empty_retrievals
-        duplicates = figures.get(names.METRIC_DUPLICATE_CHUNKS)
-        if isinstance(duplicates, int):
-            self.duplicates += duplicates
-            self.retrieved_items += row.retrieved_items
-        size = figures.get(names.METRIC_IN_CONTEXT)
-        positions = figures.get(names.METRIC_CITED_POSITIONS)
-        if isinstance(size, int) and isinstance(positions, list):
-            self.sizes[size] += 1
+            distributions[metric].add(value, count)
+        self.answers += answers * count
+        self.nonconformant += nonconformant * count
+        if answers:
+            self.traces_with_answers += count
+            if citing_nothing:
+                self.traces_citing_nothing += count
+            if invalid:
+                self.traces_with_invalid += count
+        self.retrievals += retrievals * count
+        self.empty_retrievals += empty * count
+        if duplicates is not None:
+            self.duplicates += duplicates * count
+            self.retrieved_items += items * count
+        if positions is not None:
+            self.sizes[size] += count
             for position in positions:
-                self.positions[(size, position)] += 1
-        if row.top_k is not None and row.placed_depth is not None:
-            slot = self.by_top_k.get(row.top_k)
+                self.positions[(size, position)] += count
+        if depth is not None:
+            top_k, placed_depth, in_context, retrieved = depth
+            slot = self.by_top_k.get(top_k)
             if slot is None:
-                slot = self.by_top_k[row.top_k] = {"depth": Distribution(), "in_context": Distribution(), "retrieved": Distribution()}
-            slot["depth"].add(row.placed_depth)
-            for metric, key in ((names.METRIC_IN_CONTEXT, "in_context"), (names.METRIC_RETRIEVED, "retrieved")):
-                value = figures.get(metric)
-                if isinstance(value, int):
-                    slot[key].add(value)
+                slot = self.by_top_k[top_k] = {"depth": Distribution(), "in_context": Distribution(), "retrieved": Distribution()}
+            slot["depth"].add(placed_depth, count)
+            if in_context is not None:
+                slot["in_context"].add(in_context, count)
+            if retrieved is not None:
+                slot["retrieved"].add(retrieved, count)
 
     def percentiles(self) -> dict[str, dict[str, float | None]]:
         return {
@@ -297,6 +306,51 @@ class Series:
         return out
 
 
+# what one row adds to a group: (verdict label, not-measurable reason or None, inferred, summary
+# numbers, answers, nonconformant, cites nothing, has invalid citations, retrievals, empty
+# retrievals, duplicates or None, retrieved items, |C|, cited positions or None, (top_k, deepest
+# placed rank, |C| or None, |R| or None) or None)
+Contribution = tuple[Any, ...]
+
+
+def contribution(row: Row, row_verdict: Verdict, numbers: tuple[tuple[str, float], ...]) -> Contribution:
+    """Everything ``Group.apply`` needs from one row, as a hashable tuple (equal rows, equal tuples)."""
+    figures = row.figures
+    answers = row.answers
+    duplicates = figures.get(names.METRIC_DUPLICATE_CHUNKS)
+    if not isinstance(duplicates, int):
+        duplicates = None
+    size = figures.get(names.METRIC_IN_CONTEXT)
+    positions = figures.get(names.METRIC_CITED_POSITIONS)
+    known_positions = isinstance(size, int) and isinstance(positions, list)
+    depth = None
+    if row.top_k is not None and row.placed_depth is not None:
+        retrieved = figures.get(names.METRIC_RETRIEVED)
+        depth = (
+            row.top_k,
+            row.placed_depth,
+            size if isinstance(size, int) else None,
+            retrieved if isinstance(retrieved, int) else None,
+        )
+    return (
+        row_verdict.label,
+        None if row.measurable else (row.status[0] if row.status else "unknown"),
+        row.inferred,
+        numbers,
+        answers,
+        row.nonconformant,
+        bool(answers) and row.nonconformant == answers,
+        bool(answers) and bool(figures.get(names.METRIC_INVALID_CITATIONS)),
+        row.retrievals,
+        row.empty_retrievals,
+        duplicates,
+        row.retrieved_items if duplicates is not None else 0,
+        size if known_positions else None,
+        tuple(positions) if known_positions else None,
+        depth,
+    )
+
+
 def summary_numbers(figures: Mapping[str, Any]) -> list[tuple[str, float]]:
     """The summary figures of a row that are numbers, once per row for all its groups."""
     out = []
@@ -324,8 +378,9 @@ class Aggregator:
         self.group_by = tuple(group_by)
         self.rows_limit = max(0, rows)
         self.min_traces = min_traces
-        self.overall = Group()
-        self.groups: dict[str, dict[str, Group]] = {dimension: {} for dimension in self.group_by}
+        self._overall = Group()
+        self._groups: dict[str, dict[str, Group]] = {dimension: {} for dimension in self.group_by}
+        self._pending: dict[int, tuple[Group, dict[Contribution, int]]] = {}  # id(group) -> (group, counts)
         self.series = Series()
         self.mismatched = 0
         self.first_time = 0
@@ -333,15 +388,45 @@ class Aggregator:
         self._worst: list[tuple[tuple[float, ...], int, Row, Verdict]] = []
         self._counter = itertools.count()
 
+    @property
+    def overall(self) -> Group:
+        """The group of all rows (pending contributions applied)."""
+        self.flush()
+        return self._overall
+
+    @property
+    def groups(self) -> dict[str, dict[str, Group]]:
+        """Dimension -> value -> group (pending contributions applied)."""
+        self.flush()
+        return self._groups
+
+    def flush(self) -> None:
+        """Apply the counted contributions of every group."""
+        for group, counts in self._pending.values():
+            for item, count in counts.items():
+                group.apply(item, count)
+        self._pending.clear()
+
+    def _count(self, group: Group, item: Contribution) -> None:
+        entry = self._pending.get(id(group))
+        if entry is None:
+            entry = self._pending[id(group)] = (group, {})
+        counts = entry[1]
+        counts[item] = counts.get(item, 0) + 1
+        if len(counts) >= PENDING_LIMIT:
+            for each, count in counts.items():
+                group.apply(each, count)
+            counts.clear()
+
     def add(self, row: Row) -> Verdict:
         row_verdict = verdict(row, self.thresholds)
-        numbers = summary_numbers(row.figures)
-        self.overall.add(row, row_verdict, numbers)
+        item = contribution(row, row_verdict, tuple(summary_numbers(row.figures)))
+        self._count(self._overall, item)
         for dimension in self.group_by:
             value = self._dimension_value(row, dimension)
             if value is None:
                 continue
-            groups = self.groups[dimension]
+            groups = self._groups[dimension]
             group = groups.get(value)
             if group is None:
                 if len(groups) >= MAX_GROUP_VALUES:
@@ -349,7 +434,7 @@ class Aggregator:
                     group = groups.get(value)
                 if group is None:
                     group = groups[value] = Group()
-            group.add(row, row_verdict, numbers)
+            self._count(group, item)
         self.series.add(row.time, row.figures)
         if row.mismatches:
             self.mismatched += 1

@@ -17,6 +17,13 @@ first, paged Phoenix exports), or at the end of input. Pending traces are capped
 whatever the input size. Attribute values are kept as raw OTLP ``AnyValue`` objects and decoded
 only when asked for (``Span.get``).
 
+Two JSON decoders give the same spans, values and warnings (the tests run every CLI test with
+both): the standard library's ``json``, and, when ``msgspec`` is installed (the ``fast`` extra),
+``otlp_msgspec``, which decodes canonical export-request lines into typed structs and keeps every
+attribute value as an unparsed slice of the line until it is asked for. Lines of any other shape
+go through ``json`` either way. ``decoder="auto"`` (the default) uses ``msgspec`` when it can be
+imported.
+
 Nothing here raises on bad input except for files that can't be opened at all (``InputError``);
 everything else is a warning with ``file:line``.
 """
@@ -39,11 +46,24 @@ from typing import IO, Any
 from .._internal.otlp_json import decode_any_value
 from .diagnostics import Diagnostics, Progress
 
+try:  # the optional fast decoder (pip install 'ragtrace[fast]')
+    from . import otlp_msgspec as _msgspec
+except ImportError:  # pragma: no cover - depends on the environment
+    _msgspec = None  # type: ignore[assignment]
+_Raw: Any = _msgspec.Raw if _msgspec is not None else ()
+
+DECODER_AUTO = "auto"
+DECODER_MSGSPEC = "msgspec"
+DECODER_JSON = "json"
+DECODERS = (DECODER_AUTO, DECODER_MSGSPEC, DECODER_JSON)
+AUTO_DECODER = DECODER_MSGSPEC if _msgspec is not None else DECODER_JSON  # what "auto" means here
+
 MAX_LINE_BYTES = 64 * 1024 * 1024  # longer lines are skipped with a warning
 MAX_DOCUMENT_BYTES = 512 * 1024 * 1024  # a single (non-lines) JSON document is parsed whole
 DEFAULT_GRACE_SPANS = 0  # finish a trace right after the line (or document) holding its root
 DEFAULT_MAX_PENDING_SPANS = 100_000
 _FINISHED_MEMORY = 20_000  # finished trace ids remembered, to recognise late spans (bounded)
+_READ_BUFFER = 1 << 20  # export lines are often MBs long; readline copies far less with a large buffer
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -71,6 +91,22 @@ class BadValue(ValueError):
     """An attribute value that isn't a valid OTLP/JSON AnyValue."""
 
 
+def fast_decoder_available() -> bool:
+    """Whether ``msgspec`` is installed, so ``decoder="msgspec"`` (and "auto") can use it."""
+    return _msgspec is not None
+
+
+def resolve_decoder(decoder: str) -> str:
+    """"auto" -> "msgspec" when available, else "json"; raises ValueError for an unusable choice."""
+    if decoder == DECODER_AUTO:
+        decoder = AUTO_DECODER
+    if decoder == DECODER_MSGSPEC and _msgspec is None:
+        raise ValueError("the msgspec decoder needs msgspec: pip install 'ragtrace[fast]'")
+    if decoder not in DECODERS:
+        raise ValueError(f"unknown JSON decoder {decoder!r}: expected one of {', '.join(DECODERS)}")
+    return decoder
+
+
 def _camel(value: Any) -> dict[str, Any]:
     """A snake_case (Phoenix) AnyValue as the camelCase one ``decode_any_value`` reads."""
     if not isinstance(value, dict):
@@ -93,12 +129,33 @@ def _camel(value: Any) -> dict[str, Any]:
 
 
 def _fast(raw: dict[str, Any]) -> Any:
-    """The two hottest shapes (a string; an array of strings or of ints), or _SLOW."""
+    """The hottest shapes (a one-key scalar; an array of strings, ints or bools), or _SLOW.
+
+    Exactly what ``decode_any_value`` gives for them; anything unusual (extra keys, mixed or
+    malformed items) is _SLOW, and ``decode_any_value`` decides, warnings included.
+    """
     value = raw.get("stringValue")
-    if value is not None and len(raw) == 1:
-        return value
+    if value is not None:
+        return value if len(raw) == 1 else _SLOW
+    if len(raw) != 1:
+        return _SLOW
+    value = raw.get("intValue")
+    if value is not None:
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            return _SLOW
+    value = raw.get("doubleValue")
+    if value is not None:
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            return _SLOW
+    value = raw.get("boolValue")
+    if value is not None:
+        return bool(value)
     array = raw.get("arrayValue")
-    if array is not None and len(raw) == 1 and type(array) is dict:
+    if array is not None and type(array) is dict:
         items = array.get("values")
         if not items:
             return [] if len(array) <= 1 else _SLOW
@@ -108,20 +165,39 @@ def _fast(raw: dict[str, Any]) -> Any:
                 out = [item["stringValue"] for item in items]
                 return out if all(type(v) is str for v in out) else _SLOW
             if "intValue" in first:
-                return [int(item["intValue"]) for item in items]
+                out = [int(item["intValue"]) for item in items if len(item) == 1]
+            elif "boolValue" in first:
+                out = [bool(item["boolValue"]) for item in items if len(item) == 1]
+            else:
+                return _SLOW
+            return out if len(out) == len(items) else _SLOW
         except (KeyError, TypeError, ValueError):
             return _SLOW
     return _SLOW
 
 
 _SLOW = object()
+if _msgspec is not None:
+    _raw_decode = _msgspec.raw_decoder
+    _RAW_ERRORS: tuple[type[Exception], ...] = (_msgspec.DecodeError, _msgspec.ValidationError)
+else:  # pragma: no cover - depends on the environment
+    _RAW_ERRORS = ()
 
 
 def decode_value(raw: Any) -> Any:
     """An OTLP/JSON AnyValue (camelCase, or Phoenix's snake_case) as a Python value.
 
+    ``raw`` is a parsed JSON object, or an unparsed ``msgspec.Raw`` slice (the fast decoder).
     Common shapes take a fast path; everything else goes through ``otlp_json.decode_any_value``.
     """
+    if type(raw) is _Raw:
+        try:
+            raw = _raw_decode(raw)
+        except _RAW_ERRORS:
+            try:
+                raw = _msgspec.load(raw)  # type: ignore[union-attr]  # what msgspec rejects and json accepts
+            except ValueError as error:
+                raise BadValue(f"{type(error).__name__}: {error}") from None
     if not raw:
         return None
     if type(raw) is dict:
@@ -147,7 +223,12 @@ class Source:
 
 @dataclass(slots=True, eq=False)
 class Span:
-    """One span; ``attrs`` maps keys to raw AnyValues (decode with ``get``)."""
+    """One span; ``attrs`` maps keys to raw AnyValues (decode with ``get``).
+
+    A raw value is a parsed JSON object (``json`` decoder) or an unparsed ``msgspec.Raw`` slice
+    (fast decoder); so are ``raw_events``. Read both through ``get``, ``has``, ``events`` and
+    ``event_attributes``, never directly, and the decoder makes no difference.
+    """
 
     trace_id: str
     span_id: str
@@ -156,7 +237,7 @@ class Span:
     start: int
     end: int
     attrs: dict[str, Any]
-    events: list[Any] | None
+    raw_events: Any
     local_root: bool
     source: Source
     line: int
@@ -164,6 +245,24 @@ class Span:
     @property
     def where(self) -> str:
         return f"{self.source.name}:{self.line}"
+
+    @property
+    def events(self) -> Any:
+        """The span's events as parsed JSON (normally a list of objects), or None."""
+        events = self.raw_events
+        if type(events) is _Raw:
+            try:
+                events = _msgspec.load(events)  # type: ignore[union-attr]
+            except ValueError:
+                events = None
+            self.raw_events = events = events or None
+        return events
+
+    def detach(self) -> None:
+        """Copy raw slices so the span no longer keeps the line it was read from in memory."""
+        detach = _msgspec.detach  # type: ignore[union-attr]
+        self.attrs = {key: detach(value) for key, value in self.attrs.items()}
+        self.raw_events = detach(self.raw_events)
 
     def get(self, key: str, default: Any = None) -> Any:
         """The decoded value of attribute ``key``; a bad value is a warning and ``default``."""
@@ -287,17 +386,20 @@ class TraceReader:
         progress: Progress | None = None,
         grace_spans: int = DEFAULT_GRACE_SPANS,
         max_pending_spans: int = DEFAULT_MAX_PENDING_SPANS,
+        decoder: str = DECODER_AUTO,
     ) -> None:
         self.files = resolve_inputs(paths)
         self.diagnostics = diagnostics
         self.progress = progress
         self.grace_spans = max(0, grace_spans)
         self.max_pending_spans = max(1, max_pending_spans)
+        self.decoder = resolve_decoder(decoder)
         self.stats = ReadStats()
         self._pending: dict[str, _Pending] = {}
         self._pending_spans = 0
         self._ready: deque[tuple[int, str]] = deque()
         self._finished: OrderedDict[str, None] = OrderedDict()
+        self._sliced: list[Span] = []  # spans of the current line holding msgspec.Raw slices of it
 
     @staticmethod
     def total_bytes(files: Iterable[Path]) -> int:
@@ -350,19 +452,54 @@ class TraceReader:
         flags = get("flags")
         local_root = not parent_id or (type(flags) is int and flags & _REMOTE_PARENT == _REMOTE_PARENT)
         name = get("name")
+        self._append(
+            Span(
+                trace_id,
+                span_id,
+                parent_id,
+                name if type(name) is str else "",
+                _nanos(start),
+                _nanos(end),
+                attrs,
+                get("events") or None,
+                local_root,
+                source,
+                line,
+            )
+        )
+
+    def _add_fast(self, raw: Any, source: Source, line: int) -> None:
+        """``_add`` for a span struct of ``otlp_msgspec`` (attribute values stay ``msgspec.Raw``)."""
+        trace_id = _hex_id(raw.traceId, 32)
+        span_id = _hex_id(raw.spanId, 16)
+        if not trace_id or not span_id:
+            self.diagnostics.warn("malformed span", f"{source.name}:{line}", "a span has no traceId or spanId; skipped")
+            return
+        parent_id = raw.parentSpanId
+        parent_id = _hex_id(parent_id, 16) if parent_id else ""
+        attributes = raw.attributes
+        flags = raw.flags
+        name = raw.name
+        events = raw.events
         span = Span(
             trace_id,
             span_id,
             parent_id,
             name if type(name) is str else "",
-            _nanos(start),
-            _nanos(end),
-            attrs,
-            get("events") or None,
-            local_root,
+            _nanos(raw.startTimeUnixNano),
+            _nanos(raw.endTimeUnixNano),
+            {kv.key: kv.value for kv in attributes} if attributes else {},
+            events,
+            not parent_id or (type(flags) is int and flags & _REMOTE_PARENT == _REMOTE_PARENT),
             source,
             line,
         )
+        if self._append(span):
+            self._sliced.append(span)
+
+    def _append(self, span: Span) -> bool:
+        """Join ``span`` to its pending trace; False when it arrived after its trace was finished."""
+        trace_id, span_id, local_root = span.trace_id, span.span_id, span.local_root
         self.stats.spans += 1
         pending = self._pending.get(trace_id)
         if pending is None:
@@ -374,13 +511,14 @@ class TraceReader:
                     f"span {span_id} of trace {trace_id} arrived after its trace was finished and reported; "
                     "it is left out (pass files oldest first, or raise --grace-spans)",
                 )
-                return
+                return False
             pending = self._pending[trace_id] = _Pending()
         pending.spans.append(span)
         self._pending_spans += 1
         if local_root and not pending.root_seen:
             pending.root_seen = True
             self._ready.append((self.stats.spans + self.grace_spans, trace_id))
+        return True
 
     def _flush(self) -> Iterator[Trace]:
         """Traces whose root arrived long enough ago, then the oldest ones if too many are pending."""
@@ -462,11 +600,26 @@ class TraceReader:
             )
         yield from self._flush()
 
+    def _ingest_fast(self, spans: list[Any], source: Source, line: int) -> Iterator[Trace]:
+        """The spans of one line decoded by ``otlp_msgspec``; see ``_ingest``."""
+        add = self._add_fast
+        for raw in spans:
+            add(raw, source, line)
+        yield from self._flush()
+        sliced = self._sliced
+        if sliced:
+            # spans whose trace stays open must not keep this whole line in memory
+            pending = self._pending
+            for span in sliced:
+                if span.trace_id in pending:
+                    span.detach()
+            sliced.clear()
+
     # -- files -------------------------------------------------------------------------------------
     def _open(self, path: Path) -> tuple[IO[bytes], IO[bytes]]:
         """(stream to read lines from, raw file for the progress position)."""
         try:
-            raw = open(path, "rb")  # noqa: SIM115 - closed by _read_file
+            raw = open(path, "rb", buffering=_READ_BUFFER)  # noqa: SIM115 - closed by _read_file
         except OSError as error:
             raise InputError(f"cannot read {path}: {error.strerror or error}") from None
         try:
@@ -503,6 +656,7 @@ class TraceReader:
         first = True
         progress = self.progress
         loads = json.loads
+        fast = _msgspec.decode_request if self.decoder == DECODER_MSGSPEC else None  # type: ignore[union-attr]
         while True:
             try:
                 line = stream.readline(MAX_LINE_BYTES)
@@ -526,6 +680,14 @@ class TraceReader:
                 if not self._skip_rest_of_line(stream, source, line_number):
                     return
                 continue
+            if fast is not None:
+                spans = fast(line)
+                if spans is not None:
+                    first = False
+                    yield from self._ingest_fast(spans, source, line_number)
+                    if progress is not None:
+                        progress.update(raw.tell(), self.stats.spans)
+                    continue
             if first:
                 if not line.strip():
                     continue

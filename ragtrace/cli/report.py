@@ -16,7 +16,7 @@ from typing import IO
 
 from .aggregate import DEFAULT_GROUP_BY, Aggregator
 from .diagnostics import Diagnostics, Progress, wants_progress
-from .reader import DEFAULT_GRACE_SPANS, DEFAULT_MAX_PENDING_SPANS, ReadStats, TraceReader
+from .reader import DECODER_AUTO, DEFAULT_GRACE_SPANS, DEFAULT_MAX_PENDING_SPANS, ReadStats, TraceReader
 from .render import row_record
 from .settings import Settings
 from .traces import Row, rows_of
@@ -30,6 +30,7 @@ class ReadOptions:
     grace_spans: int = DEFAULT_GRACE_SPANS
     max_pending_spans: int = DEFAULT_MAX_PENDING_SPANS
     progress: bool | None = None  # None: automatic (large input on a terminal)
+    decoder: str = DECODER_AUTO  # JSON decoder: auto (msgspec when installed), msgspec or json
 
 
 @dataclass
@@ -45,7 +46,9 @@ class ReportResult:
 
 def open_reader(paths: Iterable[str], diagnostics: Diagnostics, options: ReadOptions) -> TraceReader:
     """A reader over ``paths`` (raises InputError for unreadable files), with a progress bar if due."""
-    reader = TraceReader(paths, diagnostics, grace_spans=options.grace_spans, max_pending_spans=options.max_pending_spans)
+    reader = TraceReader(
+        paths, diagnostics, grace_spans=options.grace_spans, max_pending_spans=options.max_pending_spans, decoder=options.decoder
+    )
     total = TraceReader.total_bytes(reader.files)
     if wants_progress(total, options.progress, diagnostics.stream):
         reader.progress = diagnostics.progress = Progress(total, diagnostics.stream)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from ragtrace.cli import main
+from ragtrace.cli import main, reader
 
 from .helpers import write_known
 
@@ -23,6 +23,15 @@ class Result:
 
     def json(self) -> Any:
         return json.loads(self.out)
+
+
+@pytest.fixture(autouse=True, params=[reader.DECODER_JSON, reader.DECODER_MSGSPEC])
+def json_decoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every CLI test runs with both JSON decoders: the results must not depend on which one reads."""
+    if request.param == reader.DECODER_MSGSPEC and not reader.fast_decoder_available():
+        pytest.skip("msgspec is not installed (the fast extra)")
+    monkeypatch.setattr(reader, "AUTO_DECODER", request.param)
+    return request.param
 
 
 @pytest.fixture

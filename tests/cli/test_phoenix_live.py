@@ -35,8 +35,8 @@ def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PhoenixServer]
         server.stop()
 
 
-def test_report_on_a_live_phoenix_page(phoenix: PhoenixServer, cli, tmp_path):
-    project = "ragtrace-cli-live"
+def test_report_on_a_live_phoenix_page(phoenix: PhoenixServer, cli, tmp_path, json_decoder):
+    project = f"ragtrace-cli-live-{json_decoder}"  # one project per decoder: the server is shared
     provider = TracerProvider(resource=Resource.create({PROJECT_NAME_ATTRIBUTE: project, "service.name": "cli-live"}))
     provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=phoenix.otlp_http_endpoint)))
     online = [

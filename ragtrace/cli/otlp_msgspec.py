@@ -1,0 +1,109 @@
+"""The optional fast decoder: OTLP/JSON export requests through ``msgspec`` typed structs.
+
+Importing this module raises ``ImportError`` when ``msgspec`` is not installed
+(``pip install 'ragtrace[fast]'``); the reader then uses the standard library's ``json``.
+
+Only the canonical shape is decoded here: one ``{"resourceSpans": [{"scopeSpans": [{"spans":
+[...]}]}]}`` object per line, camelCase keys, as ragtrace's ``JsonLinesExporter`` and the
+Collector's file exporter write it. Unknown fields (``resource``, ``scope``, ``kind``, ``status``,
+``links``...) are skipped without being built, and every attribute value and the events are kept
+as ``msgspec.Raw``: a slice of the line, parsed only when ``Span.get`` asks for it. A content-heavy
+value (a prompt, a completion, document text) that the report never reads is never decoded. Any
+other shape, or anything the structs don't fit (a wrong type, a missing ``traceId``), makes
+``decode_request`` return ``None`` and the reader decodes that line with ``json`` instead, so
+both decoders give the same spans, the same values and the same warnings.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgspec
+
+Raw = msgspec.Raw
+DecodeError = msgspec.DecodeError
+ValidationError = msgspec.ValidationError
+
+
+class _KeyValue(msgspec.Struct, gc=False):
+    key: str
+    value: msgspec.Raw = None  # type: ignore[assignment]  # absent "value": None, as kv.get("value")
+
+
+class _Span(msgspec.Struct, gc=False):
+    traceId: Any = None
+    spanId: Any = None
+    parentSpanId: Any = None
+    flags: Any = None
+    name: Any = None
+    startTimeUnixNano: Any = None
+    endTimeUnixNano: Any = None
+    attributes: list[_KeyValue] | None = None
+    events: msgspec.Raw = None  # type: ignore[assignment]
+
+
+class _ScopeSpans(msgspec.Struct, gc=False):
+    spans: list[_Span] | None = None
+
+
+class _ResourceSpans(msgspec.Struct, gc=False):
+    scopeSpans: list[_ScopeSpans] | None = None
+
+
+class _Request(msgspec.Struct, gc=False):
+    resourceSpans: list[_ResourceSpans] | None = None
+
+
+_request = msgspec.json.Decoder(_Request).decode
+raw_decoder = _any = msgspec.json.Decoder().decode  # a Raw slice -> Python objects (may raise)
+
+
+def decode_request(line: bytes) -> list[_Span] | None:
+    """The spans of one canonical export request, or ``None`` when ``json`` must read the line.
+
+    ``None`` for malformed JSON, other shapes (Phoenix pages, lists, snake_case keys, metrics),
+    structures the typed decode rejects, spans without a ``traceId``, and lines that are not UTF-8
+    (``msgspec`` does not check the bytes inside values it skips; ``json`` rejects the line).
+    """
+    if not line.isascii():
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    try:
+        request = _request(line)
+    except (DecodeError, ValidationError):
+        return None
+    resources = request.resourceSpans
+    if resources is None:
+        return None
+    spans: list[_Span] = []
+    for resource in resources:
+        scopes = resource.scopeSpans
+        if scopes is None:
+            return None
+        for scope in scopes:
+            if scope.spans:
+                spans.extend(scope.spans)
+    for span in spans:
+        if span.traceId is None:
+            return None
+    return spans
+
+
+def load(raw: Raw) -> Any:
+    """A raw JSON value as Python objects, exactly as ``json.loads`` gives them.
+
+    ``msgspec`` rejects a few things ``json`` accepts (lone surrogate escapes, numbers beyond a
+    double's range): those go through ``json``. Raises ``ValueError`` for invalid JSON.
+    """
+    try:
+        return _any(raw)
+    except (DecodeError, ValidationError):
+        return json.loads(bytes(raw))
+
+
+def detach(raw: Any) -> Any:
+    """A copy of a ``Raw`` that no longer keeps the whole line it was sliced from alive."""
+    return raw.copy() if type(raw) is Raw else raw

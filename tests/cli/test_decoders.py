@@ -1,0 +1,227 @@
+"""The two JSON decoders (``json`` and the optional ``msgspec`` one) read every input the same way.
+
+Every other CLI test already runs once per decoder (the ``json_decoder`` fixture in conftest.py);
+these tests compare the two directly: the whole ``report --json`` output and the warnings on every
+fixture shape, and span by span on inputs built to hit the places where the decoders differ
+(bytes that are not UTF-8, escapes and numbers one accepts and the other rejects, shapes the typed
+structs don't fit).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from ragtrace.cli import main, reader
+from ragtrace.cli.diagnostics import Diagnostics
+from ragtrace.cli.reader import TraceReader
+
+from . import test_context_span_id, test_inferred
+from .helpers import DATA, split, to_collector, to_phoenix, write_known
+
+pytestmark = pytest.mark.skipif(not reader.fast_decoder_available(), reason="msgspec is not installed (the fast extra)")
+
+
+@pytest.fixture
+def json_decoder() -> str:
+    """Overrides conftest's per-decoder parametrisation: these tests run both decoders themselves."""
+    return "both"
+
+
+def _report(paths: list[Path], decoder: str, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = main(["report", "--json", "--decoder", decoder, *extra, *map(str, paths)])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _bench_lines(path: Path) -> None:
+    """A few thousand spans the way bench/bench_report.py writes them (512 spans a line)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    try:
+        import bench_report
+    finally:
+        sys.path.pop(0)
+    bench_report.generate(path, 3000, path.parent)
+
+
+def _fixtures(tmp_path: Path) -> dict[str, list[Path]]:
+    known = tmp_path / "known.jsonl"
+    write_known(known)
+    collector, phoenix, pretty = tmp_path / "collector.jsonl", tmp_path / "phoenix.json", tmp_path / "pretty.json"
+    to_collector(known, collector)
+    to_phoenix(known, phoenix, pretty=False)
+    to_phoenix(known, pretty, pretty=True)
+    parts = [tmp_path / "part-1.jsonl", tmp_path / "part-2.jsonl"]
+    split(collector, parts, interleave=True)
+    zipped = tmp_path / "part-2.jsonl.gz"
+    zipped.write_bytes(gzip.compress(parts[1].read_bytes()))
+    openinference, genai, openllmetry = tmp_path / "oi.jsonl", tmp_path / "genai.jsonl", tmp_path / "traceloop.jsonl"
+    test_inferred.openinference(openinference)
+    test_inferred.genai(genai)
+    test_inferred.openllmetry(openllmetry)
+    assemblies = tmp_path / "assemblies.jsonl"
+    test_context_span_id._two_assemblies(assemblies)
+    bench = tmp_path / "bench.jsonl"
+    _bench_lines(bench)
+    return {
+        "known": [known],
+        "collector": [collector],
+        "phoenix": [phoenix],
+        "phoenix-pretty": [pretty],
+        "phoenix-saved-page": [DATA / "phoenix_otlpv1.json"],
+        "split-gzip": [parts[0], zipped],
+        "openinference": [openinference],
+        "genai": [genai],
+        "openllmetry": [openllmetry],
+        "context-span-id": [assemblies],
+        "bench": [bench],
+        "all-at-once": [known, collector, openinference, genai, openllmetry, assemblies, bench],
+    }
+
+
+def test_every_fixture_gives_the_same_report(tmp_path, capsys):
+    for name, paths in _fixtures(tmp_path).items():
+        with_json = _report(paths, "json", capsys, "--max-warnings", "1000")
+        with_msgspec = _report(paths, "msgspec", capsys, "--max-warnings", "1000")
+        assert with_json == with_msgspec, name
+        assert with_json[0] == 0 and json.loads(with_json[1])["inputs"]["runs"] > 0, name
+
+
+def _spans(path: Path, decoder: str, **options) -> tuple[list, str]:
+    diagnostics = Diagnostics(io.StringIO(), limit=1000)
+    out = []
+    for trace in TraceReader([path], diagnostics, decoder=decoder, **options):
+        for span in trace.spans:
+            values = {key: span.get(key, "<default>") for key in span.attrs}
+            events = [(name, list(span.event_attributes(name))) for name in ("db.query.result", "exception")]
+            out.append((trace.trace_id, trace.has_root, span.span_id, span.parent_id, span.name, span.start, span.end, span.local_root, span.line, repr(values), repr(span.events), repr(events)))
+    return out, diagnostics.stream.getvalue()
+
+
+T = "a" * 32
+
+
+def _span(span_id: str, value: str, *, parent: str = "", extra: str = "", trace: str = T) -> str:
+    parent_field = f',"parentSpanId":"{parent}"' if parent else ""
+    return (
+        f'{{"traceId":"{trace}","spanId":"{span_id}"{parent_field},"name":"s","startTimeUnixNano":"1","endTimeUnixNano":"2",'
+        f'"attributes":[{{"key":"k","value":{value}}},{{"key":"rag.stage","value":{{"stringValue":"embed"}}}}]{extra}}}'
+    )
+
+
+def _line(*spans: str) -> str:
+    return '{"resourceSpans":[{"resource":{},"scopeSpans":[{"scope":{},"spans":[' + ",".join(spans) + "]}]}]}"
+
+
+# Each is one export line (or a few) whose spans, values and warnings must not depend on the decoder.
+ODD_LINES = {
+    "plain": [_line(_span("1" * 16, '{"stringValue":"x"}'))],
+    "not utf-8 inside a value": [_line(_span("1" * 16, '{"stringValue":"\udcff"}'))],
+    "lone surrogate escape": [_line(_span("1" * 16, '{"stringValue":"a\\ud800b"}'))],
+    "NaN literal": [_line(_span("1" * 16, '{"doubleValue":NaN}'))],
+    "NaN string": [_line(_span("1" * 16, '{"doubleValue":"NaN"}'))],
+    "double out of range": [_line(_span("1" * 16, '{"doubleValue":1e400}'))],
+    "int beyond 64 bits": [_line(_span("1" * 16, '{"intValue":123456789012345678901234567890}'))],
+    "int as a float": [_line(_span("1" * 16, '{"intValue":12.5}'))],
+    "bad int": [_line(_span("1" * 16, '{"intValue":"twelve"}'))],
+    "null value": [_line(_span("1" * 16, "null"))],
+    "empty value": [_line(_span("1" * 16, "{}"))],
+    "value of two kinds": [_line(_span("1" * 16, '{"intValue":"1","stringValue":"s"}'))],
+    "array of mixed items": [_line(_span("1" * 16, '{"arrayValue":{"values":[{"intValue":"1"},{"stringValue":"s"},{"boolValue":true}]}}'))],
+    "array item of two kinds": [_line(_span("1" * 16, '{"arrayValue":{"values":[{"intValue":"1","stringValue":"s"}]}}'))],
+    "kvlist and bytes": [_line(_span("1" * 16, '{"kvlistValue":{"values":[{"key":"a","value":{"bytesValue":"aGk="}}]}}'))],
+    "snake_case value": [_line(_span("1" * 16, '{"string_value":"x","int_value":null}'))],
+    "escaped text": [_line(_span("1" * 16, '{"stringValue":"line\\nbreak \\"quoted\\" \\u00e9\\ud83d\\ude00"}'))],
+    "value missing": [_line(f'{{"traceId":"{T}","spanId":"{"1" * 16}","attributes":[{{"key":"k"}}]}}')],
+    "attribute without key": [_line(f'{{"traceId":"{T}","spanId":"{"1" * 16}","attributes":[{{"value":{{"stringValue":"x"}}}},{{"key":"k","value":{{"stringValue":"y"}}}}]}}')],
+    "attributes not a list": [_line(f'{{"traceId":"{T}","spanId":"{"1" * 16}","attributes":{{"k":"v"}}}}')],
+    "same key twice": [_line(f'{{"traceId":"{T}","spanId":"{"1" * 16}","attributes":[{{"key":"k","value":{{"stringValue":"1"}}}},{{"key":"k","value":{{"stringValue":"2"}}}}]}}')],
+    "same field twice": [_line(f'{{"traceId":"{"b" * 32}","traceId":"{T}","spanId":"{"1" * 16}"}}')],
+    "no traceId": [_line(f'{{"spanId":"{"1" * 16}"}}', _span("2" * 16, '{"stringValue":"x"}'))],
+    "snake_case span in a request": [_line(f'{{"trace_id":"{T}","span_id":"{"1" * 16}","name":"snake"}}')],
+    "span not an object": [_line('"span"', _span("2" * 16, '{"stringValue":"x"}'))],
+    "ids of other types": [_line(f'{{"traceId":12,"spanId":null,"name":5,"flags":"256","startTimeUnixNano":1.5,"endTimeUnixNano":[1]}}')],
+    "base64 ids": [_line('{"traceId":"qqqqqqqqqqqqqqqqqqqqqg==","spanId":"ERERERERERE=","parentSpanId":"IiIiIiIiIiI=","flags":768}')],
+    "remote parent flags": [_line(_span("1" * 16, '{"stringValue":"x"}', parent="9" * 16, extra=',"flags":768'))],
+    "events": [_line(_span("1" * 16, '{"stringValue":"x"}', extra=',"events":[{"name":"db.query.result","attributes":[{"key":"db.query.result.id","value":{"stringValue":"d1"}}]},{"name":"exception"},"odd"]'))],
+    "events empty": [_line(_span("1" * 16, '{"stringValue":"x"}', extra=',"events":[]'))],
+    "events not a list": [_line(_span("1" * 16, '{"stringValue":"x"}', extra=',"events":"odd"'))],
+    "scope_spans (snake) in a request": ['{"resourceSpans":[{"scope_spans":[{"spans":[' + _span("1" * 16, '{"stringValue":"x"}') + "]}]}]}"],
+    "instrumentationLibrarySpans": ['{"resourceSpans":[{"instrumentationLibrarySpans":[{"spans":[' + _span("1" * 16, '{"stringValue":"x"}') + "]}]}]}"],
+    "resource not an object": ['{"resourceSpans":[7]}'],
+    "scopeSpans null": ['{"resourceSpans":[{"scopeSpans":null}]}'],
+    "spans null": ['{"resourceSpans":[{"scopeSpans":[{"spans":null}]}]}'],
+    "list of requests": ["[" + _line(_span("1" * 16, '{"stringValue":"x"}')) + "]"],
+    "metrics, not traces": ['{"resourceMetrics":[]}'],
+    "trailing garbage": [_line(_span("1" * 16, '{"stringValue":"x"}')) + " x"],
+    "blank and truncated lines": ["", "   ", _line(_span("1" * 16, '{"stringValue":"x"}'))[:-9], _line(_span("2" * 16, '{"stringValue":"y"}'))],
+    "trace across lines": [
+        _line(_span("1" * 16, '{"stringValue":"child"}', parent="2" * 16)),
+        _line(_span("3" * 16, '{"stringValue":"other"}', trace="c" * 32)),
+        _line(_span("2" * 16, '{"stringValue":"root"}')),
+    ],
+}
+
+
+@pytest.mark.parametrize("name", list(ODD_LINES))
+def test_odd_lines_read_the_same(tmp_path, name):
+    path = tmp_path / "odd.jsonl"
+    path.write_bytes("\n".join(ODD_LINES[name]).encode("utf-8", "surrogateescape") + b"\n")
+    with_json = _spans(path, "json")
+    with_msgspec = _spans(path, "msgspec")
+    assert with_json == with_msgspec
+
+
+def test_pretty_printed_and_late_spans_read_the_same(tmp_path):
+    known = tmp_path / "known.jsonl"
+    write_known(known)
+    reversed_lines = tmp_path / "reversed.jsonl"
+    reversed_lines.write_text("".join(reversed(known.read_text().splitlines(keepends=True))))
+    for options in ({}, {"grace_spans": 3}, {"max_pending_spans": 2}):
+        assert _spans(reversed_lines, "json", **options) == _spans(reversed_lines, "msgspec", **options), options
+
+
+def test_spans_left_open_stop_referencing_their_line(tmp_path, monkeypatch):
+    """A span whose trace stays open after its line is copied out of it (memory stays flat)."""
+    detached = []
+    original = reader.Span.detach
+    monkeypatch.setattr(reader.Span, "detach", lambda span: (detached.append(span.span_id), original(span)))
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(ODD_LINES["trace across lines"]) + "\n")
+    traces = list(TraceReader([path], Diagnostics(io.StringIO()), decoder="msgspec"))
+    assert detached == ["1" * 16]  # the child waited for its root; the finished trace "3..." was not copied
+    assert [[span.get("k") for span in trace.spans] for trace in traces] == [["other"], ["child", "root"]]
+
+
+def test_decoder_choice(cli, monkeypatch, known):
+    path, _ = known
+    assert cli("report", "--decoder", "json", "--json", path).code == 0
+    assert reader.resolve_decoder("auto") == "msgspec"  # installed here
+    with pytest.raises(ValueError):
+        reader.resolve_decoder("simdjson")
+    monkeypatch.setattr(reader, "_msgspec", None)
+    result = cli("report", "--decoder", "msgspec", path)
+    assert result.code == 2 and result.err.count("\n") == 1 and "pip install" in result.err
+
+
+def test_export_lines_take_the_fast_path(tmp_path):
+    """So the comparisons above really compare two decoders: canonical lines keep raw slices."""
+    import msgspec
+
+    plain, listed = tmp_path / "plain.jsonl", tmp_path / "listed.jsonl"
+    plain.write_text(ODD_LINES["plain"][0] + "\n")
+    listed.write_text(ODD_LINES["list of requests"][0] + "\n")
+
+    def first_span(path: Path, decoder: str):
+        (trace,) = TraceReader([path], Diagnostics(io.StringIO()), decoder=decoder)
+        return trace.spans[0]
+
+    assert all(type(v) is msgspec.Raw for v in first_span(plain, "msgspec").attrs.values())
+    assert all(type(v) is dict for v in first_span(listed, "msgspec").attrs.values())  # not one request: json
+    assert all(type(v) is dict for v in first_span(plain, "json").attrs.values())
