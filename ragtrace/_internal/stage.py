@@ -127,6 +127,8 @@ class Stage:
                 self.attrs.flush()
         with guard("span end"):
             self.span.end()
+        # the handle may outlive its block (``r.chunks`` is read later): let the span go
+        self.span, self.attrs = trace.INVALID_SPAN, None
 
     def _record_metrics(self, error: BaseException | None) -> None:
         found = otel_metrics.instruments(self.config)
