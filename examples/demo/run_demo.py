@@ -70,7 +70,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Q: {question}")
         text, run = pipeline.answer(question)  # the span tree prints as the pipeline ends
         print(f"A: {text.strip()}")
-        print(f"   ({time.perf_counter() - began:.1f} s)  recall_proxy={run.metrics.get('recall_proxy', 'n/a')}\n")
+        recall = run.metrics.get("recall_proxy")
+        shown = f"{recall:.2f}" if isinstance(recall, float) else f"not measurable ({run.status})"
+        print(f"   ({time.perf_counter() - began:.1f} s)  recall_proxy={shown}\n")
     provider.shutdown()
     print(f"traces written to {args.out}; whole run {time.perf_counter() - started:.1f} s\n")
 
