@@ -1,7 +1,7 @@
 """Span mechanics shared by every stage: limits-aware attributes, JSON values, errors.
 
 Two SDK behaviours shape this module. The Python SDK evicts the *oldest* attribute when the count
-limit is reached, so stages re-set their essential attributes last (``Attributes.reassert``).
+limit is reached, so stages write their essential attributes last (``Attributes.flush``).
 And a value-length limit cuts strings blindly, which would break JSON values, so JSON is trimmed
 element by element to fit before it is serialised.
 """
