@@ -304,7 +304,7 @@ def build_rag_trace(tracer: Tracer, *, error: bool = True, end_root: bool = True
         n.METRIC_WASTED_CONTEXT_TOKENS: 312,
         n.METRIC_DUPLICATE_CHUNKS: 0,
         n.METRIC_CITED_POSITIONS: [1, 3],
-        n.METRIC_RETRIEVED: 5,  # not in the block
+        n.METRIC_RETRIEVED: 5,  # the counts come first in the block
     }
     for metric, value in figures.items():
         root.set_attribute(n.metric_attribute(metric), value)
@@ -316,6 +316,7 @@ def build_rag_trace(tracer: Tracer, *, error: bool = True, end_root: bool = True
 GOLDEN = """\
 trace ab000000000000000000000000000001
 invoke_workflow answer  182.0 ms  query=q-7
+│  retrieved              5
 │  recall_proxy           0.40
 │  recall_proxy_weighted  0.62
 │  context_precision      0.80

@@ -48,6 +48,10 @@ _FIGURES: tuple[tuple[str, str], ...] = (
     *(
         (names.metric_attribute(metric), metric)
         for metric in (
+            names.METRIC_RETRIEVED,
+            names.METRIC_IN_CONTEXT,
+            names.METRIC_CITED,
+            names.METRIC_INVALID_CITATIONS,
             names.METRIC_RECALL_PROXY,
             names.METRIC_RECALL_PROXY_WEIGHTED,
             names.METRIC_CONTEXT_PRECISION,
