@@ -113,12 +113,16 @@ class RagPipeline(Stage):
         state = self.state
         if state is None:
             return
-        result = figures_module.compute(
-            state.retrievals,
-            state.answers,
-            contexts=[c.placements for c in state.unanswered_contexts()],
-            unreadable=state.unreadable,
-        )
+        cached = state.answer_figures
+        if cached is not None and len(state.answers) == 1 and cached[0] == state.figures_key():
+            result = cached[1]  # one answer and nothing retrieved since: the same figures
+        else:
+            result = figures_module.compute(
+                state.retrievals,
+                state.answers,
+                contexts=[c.placements for c in state.unanswered_contexts()],
+                unreadable=state.unreadable,
+            )
         self.metrics = dict(result.values)
         self.status = result.status_text
         if state.answer_text is not None:
