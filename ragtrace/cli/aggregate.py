@@ -6,7 +6,7 @@ least p% of observations at or below it) because ratios such as 3/10 repeat. Tim
 adaptive buckets (at most ``MAX_BUCKETS``); only the ``rows`` worst traces are kept for display.
 
 Rows repeat too: what a row adds to a group is a small tuple (``contribution``), and the
-``Aggregator`` counts equal tuples per group (up to ``PENDING_LIMIT`` distinct ones) before
+``Aggregator`` counts equal tuples per group (up to ``PENDING_LIMIT`` distinct ones in all) before
 applying each once with its count, instead of updating every distribution of every group for
 every row. ``overall`` and ``groups`` apply what is pending before they are read, so the totals,
 counters and distributions are those of adding the rows one by one.
@@ -41,7 +41,7 @@ DEFAULT_GROUP_BY = ("pipeline", "route", "version", "top_k")
 MAX_GROUP_VALUES = 50  # distinct values per grouping dimension; the rest go to "(other)"
 MAX_DISTINCT = 50_000  # distinct values per distribution before values are rounded
 MAX_BUCKETS = 240
-PENDING_LIMIT = 4096  # distinct row contributions counted per group before they are applied
+PENDING_LIMIT = 4096  # distinct row contributions counted before they are applied to the groups
 _FIRST_BUCKET_NS = 60 * 10**9
 
 VERDICT_OK = "ok"
@@ -80,6 +80,13 @@ SHORT = {
     names.METRIC_RECALL_PROXY_WEIGHTED: "recall_w",
     names.METRIC_CONTEXT_UTILIZATION: "utilization",
 }
+
+
+# what one row adds to a group: (verdict label, not-measurable reason or None, inferred, summary
+# numbers, answers, nonconformant, cites nothing, has invalid citations, retrievals, empty
+# retrievals, duplicates or None, retrieved items, |C|, cited positions or None, (top_k, deepest
+# placed rank, |C| or None, |R| or None) or None)
+Contribution = tuple[Any, ...]
 
 
 def reason_text(status: str) -> str:
@@ -199,10 +206,20 @@ class Group:
     positions: Counter[tuple[int, int]] = field(default_factory=Counter)  # (|C|, cited position)
     sizes: Counter[int] = field(default_factory=Counter)  # |C| of runs whose cited positions are known
     by_top_k: dict[int, dict[str, Distribution]] = field(default_factory=dict)
+    # contributions counted by the Aggregator and not applied yet: its index of the contribution -> count
+    pending: dict[int, int] = field(default_factory=dict, repr=False, compare=False)
 
     def add(self, row: Row, row_verdict: Verdict, numbers: Iterable[tuple[str, float]]) -> None:
         """One row; ``numbers`` are its summary figures that are numbers (see ``summary_numbers``)."""
         self.apply(contribution(row, row_verdict, tuple(numbers)))
+
+    def flush(self, items: list[Contribution]) -> None:
+        """Apply the counted contributions (``pending``: index in ``items`` -> count), each once."""
+        pending = self.pending
+        if pending:
+            for index, count in pending.items():
+                self.apply(items[index], count)
+            pending.clear()
 
     def apply(self, item: Contribution, count: int = 1) -> None:
         """``count`` rows whose contribution is ``item`` (see ``contribution``)."""
@@ -306,13 +323,6 @@ class Series:
         return out
 
 
-# what one row adds to a group: (verdict label, not-measurable reason or None, inferred, summary
-# numbers, answers, nonconformant, cites nothing, has invalid citations, retrievals, empty
-# retrievals, duplicates or None, retrieved items, |C|, cited positions or None, (top_k, deepest
-# placed rank, |C| or None, |R| or None) or None)
-Contribution = tuple[Any, ...]
-
-
 def contribution(row: Row, row_verdict: Verdict, numbers: tuple[tuple[str, float], ...]) -> Contribution:
     """Everything ``Group.apply`` needs from one row, as a hashable tuple (equal rows, equal tuples)."""
     figures = row.figures
@@ -380,13 +390,14 @@ class Aggregator:
         self.min_traces = min_traces
         self._overall = Group()
         self._groups: dict[str, dict[str, Group]] = {dimension: {} for dimension in self.group_by}
-        self._pending: dict[int, tuple[Group, dict[Contribution, int]]] = {}  # id(group) -> (group, counts)
         self.series = Series()
         self.mismatched = 0
         self.first_time = 0
         self.last_time = 0
         self._worst: list[tuple[tuple[float, ...], int, Row, Verdict]] = []
         self._counter = itertools.count()
+        self._index: dict[Contribution, int] = {}  # distinct contributions pending, and their order
+        self._items: list[Contribution] = []
 
     @property
     def overall(self) -> Group:
@@ -402,26 +413,25 @@ class Aggregator:
 
     def flush(self) -> None:
         """Apply the counted contributions of every group."""
-        for group, counts in self._pending.values():
-            for item, count in counts.items():
-                group.apply(item, count)
-        self._pending.clear()
-
-    def _count(self, group: Group, item: Contribution) -> None:
-        entry = self._pending.get(id(group))
-        if entry is None:
-            entry = self._pending[id(group)] = (group, {})
-        counts = entry[1]
-        counts[item] = counts.get(item, 0) + 1
-        if len(counts) >= PENDING_LIMIT:
-            for each, count in counts.items():
-                group.apply(each, count)
-            counts.clear()
+        items = self._items
+        self._overall.flush(items)
+        for groups in self._groups.values():
+            for group in groups.values():
+                group.flush(items)
+        self._index.clear()
+        items.clear()
 
     def add(self, row: Row) -> Verdict:
         row_verdict = verdict(row, self.thresholds)
         item = contribution(row, row_verdict, tuple(summary_numbers(row.figures)))
-        self._count(self._overall, item)
+        index = self._index.get(item)
+        if index is None:
+            if len(self._items) >= PENDING_LIMIT:
+                self.flush()
+            index = self._index[item] = len(self._items)
+            self._items.append(item)
+        counts = self._overall.pending
+        counts[index] = counts.get(index, 0) + 1
         for dimension in self.group_by:
             value = self._dimension_value(row, dimension)
             if value is None:
@@ -434,7 +444,8 @@ class Aggregator:
                     group = groups.get(value)
                 if group is None:
                     group = groups[value] = Group()
-            self._count(group, item)
+            counts = group.pending
+            counts[index] = counts.get(index, 0) + 1
         self.series.add(row.time, row.figures)
         if row.mismatches:
             self.mismatched += 1
@@ -444,7 +455,7 @@ class Aggregator:
         if self.rows_limit:
             recall = row.figures.get(names.METRIC_RECALL_PROXY)
             priority = (_SEVERITY[row_verdict.label], recall if isinstance(recall, (int, float)) else 2.0, row.time)
-            entry = (tuple(-p for p in priority), next(self._counter), row, row_verdict)
+            entry = ((-priority[0], -priority[1], -priority[2]), next(self._counter), row, row_verdict)
             if len(self._worst) < self.rows_limit:
                 heapq.heappush(self._worst, entry)
             elif entry[0] > self._worst[0][0]:

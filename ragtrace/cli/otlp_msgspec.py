@@ -56,6 +56,61 @@ class _Request(msgspec.Struct, gc=False):
 
 
 _request = msgspec.json.Decoder(_Request).decode
+
+
+# Typed decoders for the exact canonical shapes of the values ragtrace reads most: a string, an int
+# (a decimal string, as OTLP/JSON writes int64), arrays of strings, of ints and of bools. Anything
+# else (another kind, an extra key, a JSON number where OTLP writes a string) fails validation, and
+# the caller falls back to the general decoding, so the result never depends on this shortcut.
+class _String(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    stringValue: str
+
+
+class _Int(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    intValue: str
+
+
+class _Bool(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    boolValue: bool
+
+
+class _Number(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    intValue: str | msgspec.UnsetType = msgspec.UNSET
+    doubleValue: float | msgspec.UnsetType = msgspec.UNSET  # a JSON number ("NaN" etc. take the general road)
+
+
+class _Strings(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    values: list[_String] = []
+
+
+class _Ints(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    values: list[_Int] = []
+
+
+class _Bools(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    values: list[_Bool] = []
+
+
+class _StringArray(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    arrayValue: _Strings
+
+
+class _IntArray(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    arrayValue: _Ints
+
+
+class _BoolArray(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    arrayValue: _Bools
+
+
+string_value = msgspec.json.Decoder(_String).decode  # -> .stringValue
+int_value = msgspec.json.Decoder(_Int).decode  # -> int(.intValue)
+bool_value = msgspec.json.Decoder(_Bool).decode  # -> .boolValue
+number_value = msgspec.json.Decoder(_Number).decode  # -> int(.intValue) or .doubleValue, when exactly one is set
+UNSET = msgspec.UNSET
+string_array = msgspec.json.Decoder(_StringArray).decode  # -> [v.stringValue for v in .arrayValue.values]
+int_array = msgspec.json.Decoder(_IntArray).decode
+bool_array = msgspec.json.Decoder(_BoolArray).decode
 raw_decoder = _any = msgspec.json.Decoder().decode  # a Raw slice -> Python objects (may raise)
 
 

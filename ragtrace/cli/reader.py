@@ -37,6 +37,7 @@ import io
 import json
 import os
 import zlib
+from array import array
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -64,6 +65,7 @@ DEFAULT_GRACE_SPANS = 0  # finish a trace right after the line (or document) hol
 DEFAULT_MAX_PENDING_SPANS = 100_000
 _FINISHED_MEMORY = 20_000  # finished trace ids remembered, to recognise late spans (bounded)
 _READ_BUFFER = 1 << 20  # export lines are often MBs long; readline copies far less with a large buffer
+_READ_CHUNK = 4 << 20  # plain files are read in chunks this large and split into lines with bytes.find
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -139,6 +141,30 @@ def _fast(raw: dict[str, Any]) -> Any:
         return value if len(raw) == 1 else _SLOW
     if len(raw) != 1:
         return _SLOW
+    array = raw.get("arrayValue")
+    if array is not None:
+        if type(array) is not dict:
+            return _SLOW
+        items = array.get("values")
+        if not items:
+            return [] if len(array) <= 1 else _SLOW
+        try:
+            first = items[0]
+            if "stringValue" in first:
+                out = [item["stringValue"] for item in items]
+                for item in out:
+                    if type(item) is not str:
+                        return _SLOW
+                return out
+            if "intValue" in first:
+                out = [int(item["intValue"]) for item in items if len(item) == 1]
+            elif "boolValue" in first:
+                out = [bool(item["boolValue"]) for item in items if len(item) == 1]
+            else:
+                return _SLOW
+            return out if len(out) == len(items) else _SLOW
+        except (KeyError, TypeError, ValueError):
+            return _SLOW
     value = raw.get("intValue")
     if value is not None:
         try:
@@ -154,31 +180,15 @@ def _fast(raw: dict[str, Any]) -> Any:
     value = raw.get("boolValue")
     if value is not None:
         return bool(value)
-    array = raw.get("arrayValue")
-    if array is not None and type(array) is dict:
-        items = array.get("values")
-        if not items:
-            return [] if len(array) <= 1 else _SLOW
-        try:
-            first = items[0]
-            if "stringValue" in first:
-                out = [item["stringValue"] for item in items]
-                return out if all(type(v) is str for v in out) else _SLOW
-            if "intValue" in first:
-                out = [int(item["intValue"]) for item in items if len(item) == 1]
-            elif "boolValue" in first:
-                out = [bool(item["boolValue"]) for item in items if len(item) == 1]
-            else:
-                return _SLOW
-            return out if len(out) == len(items) else _SLOW
-        except (KeyError, TypeError, ValueError):
-            return _SLOW
     return _SLOW
 
 
 _SLOW = object()
 if _msgspec is not None:
     _raw_decode = _msgspec.raw_decoder
+    _string_value, _int_value = _msgspec.string_value, _msgspec.int_value
+    _bool_value, _number_value, _UNSET = _msgspec.bool_value, _msgspec.number_value, _msgspec.UNSET
+    _string_array, _int_array, _bool_array = _msgspec.string_array, _msgspec.int_array, _msgspec.bool_array
     _RAW_ERRORS: tuple[type[Exception], ...] = (_msgspec.DecodeError, _msgspec.ValidationError)
 else:  # pragma: no cover - depends on the environment
     _RAW_ERRORS = ()
@@ -269,6 +279,19 @@ class Span:
         raw = self.attrs.get(key)
         if raw is None:
             return default
+        # the common shapes inline (this is the report's hottest call); decode_value has the rest
+        if type(raw) is _Raw:
+            try:
+                raw = _raw_decode(raw)
+            except _RAW_ERRORS:
+                pass  # decode_value retries it with json, and says why when that fails too
+        if type(raw) is dict and raw:
+            value = raw.get("stringValue")
+            if value is not None and len(raw) == 1:
+                return value
+            value = _fast(raw)
+            if value is not _SLOW:
+                return value  # never None
         try:
             value = decode_value(raw)
         except BadValue as error:
@@ -278,6 +301,94 @@ class Span:
 
     def has(self, key: str) -> bool:
         return key in self.attrs
+
+    # Typed reads: the same results as ``get`` followed by a type check, faster for msgspec.Raw
+    # values of the canonical shape (see otlp_msgspec); every other value takes ``get``.
+    def get_str(self, key: str) -> str | None:
+        """The value of ``key`` if it is a string, else None."""
+        raw = self.attrs.get(key)
+        if raw is None:
+            return None
+        if type(raw) is _Raw:
+            try:
+                return _string_value(raw).stringValue
+            except _RAW_ERRORS:
+                pass
+        value = self.get(key)
+        return value if type(value) is str else None
+
+    def get_int(self, key: str) -> int | None:
+        """The value of ``key`` if it is an int (or an integral float), else None."""
+        raw = self.attrs.get(key)
+        if raw is None:
+            return None
+        if type(raw) is _Raw:
+            try:
+                return int(_int_value(raw).intValue)
+            except (*_RAW_ERRORS, ValueError):
+                pass
+        value = self.get(key)
+        if type(value) is int:
+            return value
+        if type(value) is float and value.is_integer():
+            return int(value)
+        return None
+
+    def get_bool(self, key: str) -> bool | None:
+        """The value of ``key`` if it is a bool, else None."""
+        raw = self.attrs.get(key)
+        if raw is None:
+            return None
+        if type(raw) is _Raw:
+            try:
+                return _bool_value(raw).boolValue
+            except _RAW_ERRORS:
+                pass
+        value = self.get(key)
+        return value if type(value) is bool else None
+
+    def get_number(self, key: str) -> Any:
+        """``get(key)``, faster for an int or a double (the recorded figures)."""
+        raw = self.attrs.get(key)
+        if raw is None:
+            return None
+        if type(raw) is _Raw:
+            try:
+                number = _number_value(raw)
+            except _RAW_ERRORS:
+                pass
+            else:
+                whole, double = number.intValue, number.doubleValue
+                if double is _UNSET:
+                    if whole is not _UNSET:
+                        try:
+                            return int(whole)
+                        except ValueError:
+                            pass
+                elif whole is _UNSET:
+                    return double
+        return self.get(key)
+
+    def get_list(self, key: str, kind: type = str) -> list[Any] | None:
+        """The value of ``key`` if it is a list (of any items), else None.
+
+        ``kind`` (str, int or bool) is the item type expected, which is tried first.
+        """
+        raw = self.attrs.get(key)
+        if raw is None:
+            return None
+        if type(raw) is _Raw:
+            try:
+                if kind is str:
+                    return [item.stringValue for item in _string_array(raw).arrayValue.values]
+                if kind is int:
+                    return [int(item.intValue) for item in _int_array(raw).arrayValue.values]
+                if kind is bool:
+                    return [item.boolValue for item in _bool_array(raw).arrayValue.values]
+            except (*_RAW_ERRORS, ValueError):
+                pass
+        value = self.get(key)
+        return value if type(value) is list else None
 
     def event_attributes(self, name: str) -> Iterator[dict[str, Any]]:
         """The decoded attributes of every event called ``name``."""
@@ -344,6 +455,144 @@ def resolve_inputs(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     return files
 
 
+class _Lines:
+    """``readline(limit)``, ``read(size)`` and ``close()`` over a plain file, in large reads.
+
+    ``BufferedReader.readline`` scans for the line end byte by byte and regrows its result for
+    lines longer than its buffer; export lines are often megabytes long, and ``bytes.find``
+    (memchr) over multi-MB chunks is several times cheaper.
+    """
+
+    __slots__ = ("_file", "_buffer", "_pos", "_scanned", "_eof")
+
+    def __init__(self, file: IO[bytes]) -> None:
+        self._file = file
+        self._buffer = b""
+        self._pos = 0  # start of the unread part of _buffer
+        self._scanned = 0  # _buffer[_pos:_scanned] holds no newline
+        self._eof = False
+
+    def readline(self, limit: int) -> bytes:
+        buffer, pos = self._buffer, self._pos
+        while True:
+            end = buffer.find(b"\n", max(pos, self._scanned), pos + limit)
+            if end >= 0:
+                self._pos = self._scanned = end + 1
+                return buffer[pos : end + 1]
+            if len(buffer) - pos >= limit:
+                self._pos = self._scanned = pos + limit
+                return buffer[pos : pos + limit]
+            if self._eof:
+                self._buffer, self._pos, self._scanned = b"", 0, 0
+                return buffer[pos:]
+            chunk = self._file.read(_READ_CHUNK)
+            if not chunk:
+                self._eof = True
+                continue
+            scanned = len(buffer) - pos
+            buffer = buffer[pos:] + chunk if pos < len(buffer) else chunk
+            self._buffer, self._pos, self._scanned, pos = buffer, 0, scanned, 0
+
+    def read(self, size: int) -> bytes:
+        pos = self._pos
+        if len(self._buffer) - pos >= size:
+            self._pos = pos + size
+            self._scanned = max(self._scanned, self._pos)
+            return self._buffer[pos : pos + size]
+        head = self._buffer[pos:]
+        self._buffer, self._pos, self._scanned = b"", 0, 0
+        return head if self._eof else head + self._file.read(size - len(head))
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class _FinishedTraces:
+    """The ids of the last ``capacity`` finished traces, to recognise late spans.
+
+    Kept in flat arrays (an open-addressing table of positions in a ring of 32-byte ids) instead
+    of a set of strings: tens of thousands of long-lived small objects, scattered among the
+    millions of short-lived ones the reader allocates, slowed the whole report down by a fifth as
+    it went on (memory locality). Exact: a candidate is confirmed by comparing the id bytes. Ids
+    that are not 32 ASCII characters (hex trace ids are) go to a small ordered dict instead.
+    """
+
+    __slots__ = ("_capacity", "_mask", "_table", "_hashes", "_ids", "_next", "_full", "_other")
+    _WIDTH = 32
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity = max(1, capacity)
+        size = 1 << max(4, (capacity * 3).bit_length())  # load factor under 1/3
+        self._mask = size - 1
+        self._table = array("q", [-1]) * size  # ring position of the id in each slot; -1: empty
+        self._hashes = array("q", [0]) * capacity  # hash of the id at each ring position
+        self._ids = bytearray(self._WIDTH * capacity)
+        self._next = 0
+        self._full = False
+        self._other: OrderedDict[str, None] = OrderedDict()
+
+    def __contains__(self, trace_id: str) -> bool:
+        if len(trace_id) != self._WIDTH or not trace_id.isascii():
+            return trace_id in self._other
+        return self._find(trace_id.encode("ascii"))[1] >= 0
+
+    def _find(self, key: bytes) -> tuple[int, int]:
+        """(hash of key, table slot holding it or -1)."""
+        h = hash(key)
+        table, hashes, ids, mask, width = self._table, self._hashes, self._ids, self._mask, self._WIDTH
+        i = h & mask
+        while True:
+            position = table[i]
+            if position < 0:
+                return h, -1
+            if hashes[position] == h and ids[position * width : position * width + width] == key:
+                return h, i
+            i = (i + 1) & mask
+
+    def add(self, trace_id: str) -> None:
+        if len(trace_id) != self._WIDTH or not trace_id.isascii():
+            self._other[trace_id] = None
+            if len(self._other) > self._capacity:
+                self._other.popitem(last=False)
+            return
+        key = trace_id.encode("ascii")
+        h, slot = self._find(key)
+        if slot >= 0:
+            return
+        position, width = self._next, self._WIDTH
+        if self._full:
+            self._remove(position)
+        self._ids[position * width : position * width + width] = key
+        self._hashes[position] = h
+        table, mask = self._table, self._mask
+        i = h & mask
+        while table[i] >= 0:
+            i = (i + 1) & mask
+        table[i] = position
+        self._next = position + 1
+        if self._next == self._capacity:
+            self._next, self._full = 0, True
+
+    def _remove(self, position: int) -> None:
+        """Drop the id at ring ``position`` from the table (linear probing, backward-shift deletion)."""
+        table, hashes, mask = self._table, self._hashes, self._mask
+        i = hashes[position] & mask
+        while table[i] != position:
+            i = (i + 1) & mask
+        j = i
+        while True:
+            j = (j + 1) & mask
+            moved = table[j]
+            if moved < 0:
+                break
+            home = hashes[moved] & mask
+            # move the entry back into the hole unless its home lies cyclically in (i, j]
+            if (i < j and (home <= i or home > j)) or (i > j and home <= i and home > j):
+                table[i] = moved
+                i = j
+        table[i] = -1
+
+
 def _hex_id(value: Any, hex_length: int) -> str:
     """Hex ids as they are; base64 ids (protobuf's JSON mapping) converted to hex."""
     if type(value) is str:
@@ -371,7 +620,7 @@ def _nanos(value: Any) -> int:
         return 0
     try:
         return int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: a time of 1e400 (inf)
         return 0
 
 
@@ -398,8 +647,7 @@ class TraceReader:
         self._pending: dict[str, _Pending] = {}
         self._pending_spans = 0
         self._ready: deque[tuple[int, str]] = deque()
-        self._finished: OrderedDict[str, None] = OrderedDict()
-        self._sliced: list[Span] = []  # spans of the current line holding msgspec.Raw slices of it
+        self._finished = _FinishedTraces(_FINISHED_MEMORY)
 
     @staticmethod
     def total_bytes(files: Iterable[Path]) -> int:
@@ -468,35 +716,6 @@ class TraceReader:
             )
         )
 
-    def _add_fast(self, raw: Any, source: Source, line: int) -> None:
-        """``_add`` for a span struct of ``otlp_msgspec`` (attribute values stay ``msgspec.Raw``)."""
-        trace_id = _hex_id(raw.traceId, 32)
-        span_id = _hex_id(raw.spanId, 16)
-        if not trace_id or not span_id:
-            self.diagnostics.warn("malformed span", f"{source.name}:{line}", "a span has no traceId or spanId; skipped")
-            return
-        parent_id = raw.parentSpanId
-        parent_id = _hex_id(parent_id, 16) if parent_id else ""
-        attributes = raw.attributes
-        flags = raw.flags
-        name = raw.name
-        events = raw.events
-        span = Span(
-            trace_id,
-            span_id,
-            parent_id,
-            name if type(name) is str else "",
-            _nanos(raw.startTimeUnixNano),
-            _nanos(raw.endTimeUnixNano),
-            {kv.key: kv.value for kv in attributes} if attributes else {},
-            events,
-            not parent_id or (type(flags) is int and flags & _REMOTE_PARENT == _REMOTE_PARENT),
-            source,
-            line,
-        )
-        if self._append(span):
-            self._sliced.append(span)
-
     def _append(self, span: Span) -> bool:
         """Join ``span`` to its pending trace; False when it arrived after its trace was finished."""
         trace_id, span_id, local_root = span.trace_id, span.span_id, span.local_root
@@ -544,9 +763,7 @@ class TraceReader:
     def _finish(self, trace_id: str, *, evicted: bool = False) -> Trace:
         pending = self._pending.pop(trace_id)
         self._pending_spans -= len(pending.spans)
-        self._finished[trace_id] = None
-        if len(self._finished) > _FINISHED_MEMORY:
-            self._finished.popitem(last=False)
+        self._finished.add(trace_id)
         self.stats.traces += 1
         return Trace(trace_id, pending.spans, pending.root_seen, evicted)
 
@@ -601,19 +818,61 @@ class TraceReader:
         yield from self._flush()
 
     def _ingest_fast(self, spans: list[Any], source: Source, line: int) -> Iterator[Trace]:
-        """The spans of one line decoded by ``otlp_msgspec``; see ``_ingest``."""
-        add = self._add_fast
+        """The span structs of one line decoded by ``otlp_msgspec``: ``_add`` and ``_ingest`` in one loop.
+
+        Attribute values stay ``msgspec.Raw`` slices of the line; spans whose trace is still open
+        once the line is done are copied out of it (``Span.detach``), so memory stays flat.
+        """
+        append = self._append
+        sliced: list[Span] = []
         for raw in spans:
-            add(raw, source, line)
+            trace_id = raw.traceId
+            if type(trace_id) is not str or len(trace_id) != 32:
+                trace_id = _hex_id(trace_id, 32)
+            span_id = raw.spanId
+            if type(span_id) is not str or len(span_id) != 16:
+                span_id = _hex_id(span_id, 16)
+            if not trace_id or not span_id:
+                self.diagnostics.warn("malformed span", f"{source.name}:{line}", "a span has no traceId or spanId; skipped")
+                continue
+            parent_id = raw.parentSpanId
+            if parent_id:
+                if type(parent_id) is not str or len(parent_id) != 16:
+                    parent_id = _hex_id(parent_id, 16)
+            else:
+                parent_id = ""
+            attributes = raw.attributes
+            flags = raw.flags
+            name = raw.name
+            try:  # _nanos, inline
+                start = int(raw.startTimeUnixNano)
+            except (TypeError, ValueError, OverflowError):
+                start = 0
+            try:
+                end = int(raw.endTimeUnixNano)
+            except (TypeError, ValueError, OverflowError):
+                end = 0
+            span = Span(
+                trace_id,
+                span_id,
+                parent_id,
+                name if type(name) is str else "",
+                start,
+                end,
+                {kv.key: kv.value for kv in attributes} if attributes else {},
+                raw.events,
+                not parent_id or (type(flags) is int and flags & _REMOTE_PARENT == _REMOTE_PARENT),
+                source,
+                line,
+            )
+            if append(span):
+                sliced.append(span)
         yield from self._flush()
-        sliced = self._sliced
-        if sliced:
-            # spans whose trace stays open must not keep this whole line in memory
-            pending = self._pending
+        pending = self._pending
+        if pending:
             for span in sliced:
                 if span.trace_id in pending:
                     span.detach()
-            sliced.clear()
 
     # -- files -------------------------------------------------------------------------------------
     def _open(self, path: Path) -> tuple[IO[bytes], IO[bytes]]:
@@ -632,7 +891,7 @@ class TraceReader:
         if magic.startswith(_ZSTD_MAGIC):
             raw.close()
             raise InputError(f"cannot read {path}: zstd-compressed; decompress it first (zstd -d)")
-        return raw, raw
+        return _Lines(raw), raw  # type: ignore[return-value]
 
     def _read_file(self, path: Path) -> Iterator[Trace]:
         stream, raw = self._open(path)

@@ -81,39 +81,22 @@ class Row:
 
 
 # --- small decoding helpers -----------------------------------------------------------------------
-def _string(span: Span, key: str) -> str | None:
-    value = span.get(key)
-    return value if isinstance(value, str) else None
+def _aligned(values: list[Any] | None, length: int, kind: type) -> list[Any] | None:
+    """``values`` when it is a list of ``length`` items of type ``kind``, else None.
 
-
-def _int(span: Span, key: str) -> int | None:
-    value = span.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    if isinstance(value, float) and not value.is_integer():
-        return None
-    return int(value)
-
-
-def _list(span: Span, key: str) -> list[Any] | None:
-    value = span.get(key)
-    return value if isinstance(value, list) else None
-
-
-def _aligned(values: list[Any] | None, length: int, kind: type | tuple[type, ...]) -> list[Any] | None:
-    """``values`` when it is a list of ``length`` items of ``kind``, else None."""
+    Decoded values are exact ``str``/``int``/``bool``/``float``, so ``type(v) is int`` is
+    ``isinstance(v, int)`` without the bools.
+    """
     if values is None or len(values) != length:
         return None
-    if all(isinstance(v, kind) and not (kind is int and isinstance(v, bool)) for v in values):
-        return values
-    return None
+    for value in values:
+        if type(value) is not kind:
+            return None
+    return values
 
 
 def _stage(span: Span) -> str | None:
-    if names.RAG_STAGE not in span.attrs:
-        return None
-    value = span.get(names.RAG_STAGE)
-    return value if type(value) is str else None
+    return span.get_str(names.RAG_STAGE)
 
 
 def _end_order(span: Span) -> tuple[int, int]:
@@ -206,17 +189,17 @@ def _ragtrace_row(trace: Trace, pipeline: Span | None, members: list[tuple[Span,
         if stage != names.STAGE_RETRIEVE:
             continue
         chunks = _recorded_retrieval(span)
-        top_k = _int(span, names.GEN_AI_RETRIEVAL_TOP_K)
+        top_k = span.get_int(names.GEN_AI_RETRIEVAL_TOP_K)
         if top_k is not None:
             row.top_k = max(row.top_k or 0, top_k)
         if row.query is None:
-            row.query = _string(span, names.GEN_AI_RETRIEVAL_QUERY_TEXT)
+            row.query = span.get_str(names.GEN_AI_RETRIEVAL_QUERY_TEXT)
         if chunks is None:
             if span.has(names.RAG_RETRIEVAL_RESULT_COUNT):
                 lost = True
             continue
         retrievals.append(chunks)
-        unreadable += _int(span, names.RAG_UNREADABLE_ITEMS) or 0
+        unreadable += span.get_int(names.RAG_UNREADABLE_ITEMS) or 0
 
     contexts: list[tuple[Span, list[Placement], bool]] = []
     for span, stage in members:
@@ -232,11 +215,11 @@ def _ragtrace_row(trace: Trace, pipeline: Span | None, members: list[tuple[Span,
     answer_spans: list[Span] = []
     used: list[tuple[list[Placement], bool]] = []
     for span, stage in members:
-        if stage != names.STAGE_GENERATE or span.get(names.RAG_GENERATION_ROLE) != names.ROLE_ANSWER:
+        if stage != names.STAGE_GENERATE or span.get_str(names.RAG_GENERATION_ROLE) != names.ROLE_ANSWER:
             continue
         if not (span.has(names.RAG_CITATION_FORMAT) or span.has(names.metric_attribute(names.METRIC_CITED))):
             continue  # an answer generation that recorded no output: not an answer online either
-        cited = [str(c) for c in _list(span, names.RAG_CITATION_IDS) or ()]
+        cited = [str(c) for c in span.get_list(names.RAG_CITATION_IDS) or ()]
         context = _context_of(span, contexts, cited)
         if context is not None:
             used.append((context[1], context[2]))
@@ -244,12 +227,12 @@ def _ragtrace_row(trace: Trace, pipeline: Span | None, members: list[tuple[Span,
             Answer(
                 placements=context[1] if context is not None else None,
                 cited_ids=cited,
-                invalid_citations=_int(span, names.RAG_CITATION_INVALID_COUNT) or 0,
+                invalid_citations=span.get_int(names.RAG_CITATION_INVALID_COUNT) or 0,
             )
         )
         answer_spans.append(span)
         row.answers += 1
-        if span.get(names.RAG_CITATION_CONFORMANT) is False:
+        if span.get_bool(names.RAG_CITATION_CONFORMANT) is False:
             row.nonconformant += 1
 
     unanswered = [] if answers else [placements for _, placements, _ in contexts]
@@ -273,29 +256,28 @@ def _ragtrace_row(trace: Trace, pipeline: Span | None, members: list[tuple[Span,
 
 
 def _pipeline_facts(row: Row, pipeline: Span) -> None:
-    row.pipeline = _string(pipeline, names.GEN_AI_WORKFLOW_NAME)
-    row.query_id = _string(pipeline, names.RAG_QUERY_ID)
-    row.query_hash = _string(pipeline, names.RAG_QUERY_HASH)
-    row.content_mode = _string(pipeline, names.RAG_CONTENT_MODE)
-    row.query = _string(pipeline, names.OI_INPUT_VALUE)
+    row.pipeline = pipeline.get_str(names.GEN_AI_WORKFLOW_NAME)
+    row.query_id = pipeline.get_str(names.RAG_QUERY_ID)
+    row.query_hash = pipeline.get_str(names.RAG_QUERY_HASH)
+    row.content_mode = pipeline.get_str(names.RAG_CONTENT_MODE)
+    row.query = pipeline.get_str(names.OI_INPUT_VALUE)
     prefix = names.RAG_PIPELINE_ATTRIBUTE_PREFIX
-    for key in pipeline.attrs:
-        if key.startswith(prefix):
-            value = pipeline.get(key)
-            if isinstance(value, (str, int, float, bool)):
-                row.labels[key[len(prefix) :]] = value
+    for key in [key for key in pipeline.attrs if key.startswith(prefix)]:
+        value = pipeline.get(key)
+        if isinstance(value, (str, int, float, bool)):
+            row.labels[key[len(prefix) :]] = value
 
 
 def _recorded_retrieval(span: Span) -> list[Chunk] | None:
-    ids = _list(span, names.RAG_RETRIEVAL_CHUNK_IDS)
+    ids = span.get_list(names.RAG_RETRIEVAL_CHUNK_IDS)
     if ids is None:
         return None
     count = len(ids)
-    ranks = _aligned(_list(span, names.RAG_RETRIEVAL_RANKS), count, int) or list(range(1, count + 1))
-    hashes = _aligned(_list(span, names.RAG_RETRIEVAL_CONTENT_HASHES), count, str)
+    ranks = _aligned(span.get_list(names.RAG_RETRIEVAL_RANKS, int), count, int) or list(range(1, count + 1))
+    hashes = _aligned(span.get_list(names.RAG_RETRIEVAL_CONTENT_HASHES), count, str)
     if hashes is None:
         hashes = _hashes_from_documents(span, count)
-    tokens = _aligned(_list(span, names.RAG_RETRIEVAL_CHUNK_TOKENS), count, int)
+    tokens = _aligned(span.get_list(names.RAG_RETRIEVAL_CHUNK_TOKENS, int), count, int)
     return [
         Chunk(
             id=str(chunk_id),
@@ -313,30 +295,37 @@ def _hashes_from_documents(span: Span, count: int) -> list[str] | None:
     Online, duplicates are also found by content; the text of the first ``max_documents`` chunks
     travels in ``retrieval.documents.{i}.document.content``.
     """
-    key = names.indexed(names.OI_RETRIEVAL_DOCUMENTS, 0, names.OI_DOCUMENT_CONTENT)
-    if key not in span.attrs:
+    if _DOCUMENT_CONTENT_KEYS[0] not in span.attrs:
         return None
     hashes = []
     for index in range(count):
-        text = span.get(names.indexed(names.OI_RETRIEVAL_DOCUMENTS, index, names.OI_DOCUMENT_CONTENT))
-        hashes.append(content_hash(text) if isinstance(text, str) else "")
+        key = _DOCUMENT_CONTENT_KEYS[index] if index < len(_DOCUMENT_CONTENT_KEYS) else _document_content_key(index)
+        text = span.get_str(key)
+        hashes.append(content_hash(text) if text is not None else "")
     return hashes
+
+
+def _document_content_key(index: int) -> str:
+    return names.indexed(names.OI_RETRIEVAL_DOCUMENTS, index, names.OI_DOCUMENT_CONTENT)
+
+
+_DOCUMENT_CONTENT_KEYS = [_document_content_key(index) for index in range(64)]
 
 
 def _recorded_context(span: Span) -> tuple[list[Placement], bool] | None:
     """The placements recorded by an assemble span, and whether their token counts are known."""
-    ids = _list(span, names.RAG_CONTEXT_CHUNK_IDS)
+    ids = span.get_list(names.RAG_CONTEXT_CHUNK_IDS)
     if ids is None:
         return None
     count = len(ids)
-    positions = _aligned(_list(span, names.RAG_CONTEXT_POSITIONS), count, int) or list(range(1, count + 1))
-    labels = _aligned(_list(span, names.RAG_CONTEXT_LABELS), count, str)
-    starts = _aligned(_list(span, names.RAG_CONTEXT_CHAR_STARTS), count, int)
-    ends = _aligned(_list(span, names.RAG_CONTEXT_CHAR_ENDS), count, int)
-    tokens = _aligned(_list(span, names.RAG_CONTEXT_CHUNK_TOKENS), count, int)
-    truncated = _aligned(_list(span, names.RAG_CONTEXT_TRUNCATED), count, bool)
-    messages = _aligned(_list(span, names.RAG_CONTEXT_MESSAGE_INDEXES), count, int)
-    hashes = _aligned(_list(span, names.RAG_CONTEXT_CONTENT_HASHES), count, str)
+    positions = _aligned(span.get_list(names.RAG_CONTEXT_POSITIONS, int), count, int) or list(range(1, count + 1))
+    labels = _aligned(span.get_list(names.RAG_CONTEXT_LABELS), count, str)
+    starts = _aligned(span.get_list(names.RAG_CONTEXT_CHAR_STARTS, int), count, int)
+    ends = _aligned(span.get_list(names.RAG_CONTEXT_CHAR_ENDS, int), count, int)
+    tokens = _aligned(span.get_list(names.RAG_CONTEXT_CHUNK_TOKENS, int), count, int)
+    truncated = _aligned(span.get_list(names.RAG_CONTEXT_TRUNCATED, bool), count, bool)
+    messages = _aligned(span.get_list(names.RAG_CONTEXT_MESSAGE_INDEXES, int), count, int)
+    hashes = _aligned(span.get_list(names.RAG_CONTEXT_CONTENT_HASHES), count, str)
     placements = [
         Placement(
             chunk_id=str(chunk_id),
@@ -369,7 +358,7 @@ def _context_of(
     latest assembly that ended first, unless the generation's recorded |C| and citations point at
     an earlier one.
     """
-    pointed = _string(generation, names.RAG_GENERATION_CONTEXT_SPAN_ID)
+    pointed = generation.get_str(names.RAG_GENERATION_CONTEXT_SPAN_ID)
     if pointed:
         pointed = pointed.lower()
         for candidate in contexts:
@@ -382,7 +371,7 @@ def _context_of(
     before = [c for c in contexts if _end_order(c[0]) <= _end_order(generation)]
     if not before:
         return None
-    recorded_size = _int(generation, names.metric_attribute(names.METRIC_IN_CONTEXT))
+    recorded_size = generation.get_int(names.metric_attribute(names.METRIC_IN_CONTEXT))
 
     def fits(candidate: tuple[Span, list[Placement], bool]) -> bool:
         ids = {p.chunk_id for p in candidate[1]}
@@ -424,7 +413,7 @@ def _mismatches(pipeline: Span, result: Figures, retrievals: list[list[Chunk]]) 
     for metric, key in _METRIC_KEYS:
         if key not in pipeline.attrs:
             continue
-        recorded = pipeline.get(key)
+        recorded = pipeline.get(key) if metric == names.METRIC_CITED_POSITIONS else pipeline.get_number(key)
         computed = result.values.get(metric)
         if not _same(recorded, computed):
             differ.append(metric)
@@ -448,6 +437,8 @@ def _mismatches(pipeline: Span, result: Figures, retrievals: list[list[Chunk]]) 
 
 
 def _same(recorded: Any, computed: Any) -> bool:
+    if type(recorded) is type(computed) and recorded == computed:
+        return True  # the common case; NaN and near-equal floats go on below
     if isinstance(recorded, list) or isinstance(computed, list):
         return list(recorded or ()) == list(computed or ())
     if isinstance(recorded, (int, float)) and isinstance(computed, (int, float)):
@@ -471,9 +462,9 @@ def _foreign_row(trace: Trace) -> Row:
     row = Row(trace.trace_id, anchor.span_id, anchor.where, time=anchor.start, inferred=True)
     row.source = _source_of(spans)
     row.pipeline = (
-        _string(anchor, names.TRACELOOP_WORKFLOW_NAME) or _string(anchor, names.GEN_AI_WORKFLOW_NAME) or anchor.name or None
+        anchor.get_str(names.TRACELOOP_WORKFLOW_NAME) or anchor.get_str(names.GEN_AI_WORKFLOW_NAME) or anchor.name or None
     )
-    query = _string(anchor, names.OI_INPUT_VALUE) if roots else None
+    query = anchor.get_str(names.OI_INPUT_VALUE) if roots else None
 
     ordered = sorted(spans, key=_end_order)
     retrievals: list[list[Chunk]] = []
@@ -490,11 +481,11 @@ def _foreign_row(trace: Trace) -> Row:
                 else:
                     chunks.append(chunk)
             retrievals.append(chunks)
-            top_k = _int(span, names.GEN_AI_RETRIEVAL_TOP_K) or _int(span, names.DB_VECTOR_QUERY_TOP_K)
+            top_k = span.get_int(names.GEN_AI_RETRIEVAL_TOP_K) or span.get_int(names.DB_VECTOR_QUERY_TOP_K)
             if top_k is not None:
                 row.top_k = max(row.top_k or 0, top_k)
             if query is None:
-                query = _string(span, names.GEN_AI_RETRIEVAL_QUERY_TEXT) or _string(span, names.OI_INPUT_VALUE)
+                query = span.get_str(names.GEN_AI_RETRIEVAL_QUERY_TEXT) or span.get_str(names.OI_INPUT_VALUE)
         elif _is_generation(span):
             generations.append(span)
     row.query = query

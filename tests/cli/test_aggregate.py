@@ -176,3 +176,70 @@ def test_worst_rows_are_kept_in_order():
 def test_small_recommendation_helpers():
     group = aggregate.Group()
     assert recommend(group, 5) == []
+
+
+def _state(group: aggregate.Group) -> dict:
+    """Everything a group holds, with the insertion order of every map (it shows in the output)."""
+    def dist(d: Distribution) -> tuple:
+        return (d.n, list(d.counts.items()))
+
+    return {
+        "totals": [getattr(group, name) for name in ("traces", "measurable", "inferred", "answers", "nonconformant", "traces_with_answers",
+                                                      "traces_citing_nothing", "traces_with_invalid", "retrievals", "empty_retrievals",
+                                                      "retrieved_items", "duplicates")],
+        "figures": {metric: dist(d) for metric, d in group.figures.items()},
+        "maps": [list(group.reasons.items()), list(group.verdicts.items()), list(group.positions.items()), list(group.sizes.items())],
+        "by_top_k": [(k, {name: dist(d) for name, d in slot.items()}) for k, slot in group.by_top_k.items()],
+    }
+
+
+@pytest.mark.parametrize("limit", [1, 3, aggregate.PENDING_LIMIT])
+def test_counted_contributions_equal_adding_rows_one_by_one(monkeypatch, limit):
+    """The Aggregator counts equal rows before applying them: the groups must end up exactly as
+    if every row had been added on its own (Group.add), whatever the flush limit."""
+    import random
+
+    monkeypatch.setattr(aggregate, "PENDING_LIMIT", limit)
+    rng = random.Random(limit)
+    rows = []
+    for n in range(400):
+        kind = rng.randrange(5)
+        if kind == 0:
+            row = Row(f"{n:032x}", "s", "f:1", status=[rng.choice(["no_answer", "empty_retrieval", "spans_missing"])], retrievals=rng.randrange(2), empty_retrievals=1)
+        else:
+            size = rng.choice([3, 5, 8])
+            row = _row(
+                n,
+                recall=rng.choice([0.0, 0.25, 0.5, 1.0, 1]),
+                precision=rng.choice([0.5, 0.75, 0.5000000001]),
+                in_context=size,
+                positions=tuple(sorted(rng.sample(range(1, size + 1), rng.randrange(size)))),
+                top_k=rng.choice([None, 4, 10]),
+                placed_depth=rng.choice([None, 2, 3]),
+                pipeline=rng.choice(["a", "b"]),
+                labels={"version": rng.choice(["v1", "v2"]), "route": rng.choice(["faq", "search"])},
+                nonconformant=rng.randrange(2),
+                inferred=kind == 4,
+                figures={names.METRIC_DUPLICATE_CHUNKS: rng.choice([0, 1, None]), names.METRIC_INVALID_CITATIONS: rng.choice([0, 0, 2])},
+            )
+        rows.append(row)
+
+    counted = Aggregator(DEFAULT_THRESHOLDS)
+    verdicts = [counted.add(row) for row in rows]
+
+    one_by_one = Aggregator(DEFAULT_THRESHOLDS)
+    reference = {"overall": aggregate.Group()}
+    for row, row_verdict in zip(rows, verdicts):
+        numbers = aggregate.summary_numbers(row.figures)
+        reference["overall"].add(row, row_verdict, numbers)
+        for dimension in one_by_one.group_by:
+            value = one_by_one._dimension_value(row, dimension)
+            if value is not None:
+                reference.setdefault((dimension, value), aggregate.Group()).add(row, row_verdict, numbers)
+
+    assert _state(counted.overall) == _state(reference["overall"])
+    groups = {(dimension, value): group for dimension, values in counted.groups.items() for value, group in values.items()}
+    for dimension in counted.group_by:  # same groups, created in the same order
+        assert [k for k in groups if k[0] == dimension] == [k for k in reference if k != "overall" and k[0] == dimension]
+    for key, group in groups.items():
+        assert _state(group) == _state(reference[key]), key

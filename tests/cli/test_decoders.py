@@ -99,8 +99,12 @@ def _spans(path: Path, decoder: str, **options) -> tuple[list, str]:
     for trace in TraceReader([path], diagnostics, decoder=decoder, **options):
         for span in trace.spans:
             values = {key: span.get(key, "<default>") for key in span.attrs}
+            typed = {
+                key: (span.get_str(key), span.get_int(key), span.get_bool(key), span.get_number(key), span.get_list(key, str), span.get_list(key, int), span.get_list(key, bool))
+                for key in span.attrs
+            }
             events = [(name, list(span.event_attributes(name))) for name in ("db.query.result", "exception")]
-            out.append((trace.trace_id, trace.has_root, span.span_id, span.parent_id, span.name, span.start, span.end, span.local_root, span.line, repr(values), repr(span.events), repr(events)))
+            out.append((trace.trace_id, trace.has_root, span.span_id, span.parent_id, span.name, span.start, span.end, span.local_root, span.line, repr(values), repr(typed), repr(span.events), repr(events)))
     return out, diagnostics.stream.getvalue()
 
 
@@ -135,6 +139,19 @@ ODD_LINES = {
     "value of two kinds": [_line(_span("1" * 16, '{"intValue":"1","stringValue":"s"}'))],
     "array of mixed items": [_line(_span("1" * 16, '{"arrayValue":{"values":[{"intValue":"1"},{"stringValue":"s"},{"boolValue":true}]}}'))],
     "array item of two kinds": [_line(_span("1" * 16, '{"arrayValue":{"values":[{"intValue":"1","stringValue":"s"}]}}'))],
+    "int with spaces and underscores": [_line(_span("1" * 16, '{"intValue":" 1_000 "}'))],
+    "int written as a float string": [_line(_span("1" * 16, '{"intValue":"12.0"}'))],
+    "int as a JSON number": [_line(_span("1" * 16, '{"intValue":12}'))],
+    "double as a JSON int": [_line(_span("1" * 16, '{"doubleValue":3}'))],
+    "double and int": [_line(_span("1" * 16, '{"doubleValue":0.5,"intValue":"1"}'))],
+    "bool as a number": [_line(_span("1" * 16, '{"boolValue":1}'))],
+    "null string": [_line(_span("1" * 16, '{"stringValue":null}'))],
+    "empty string": [_line(_span("1" * 16, '{"stringValue":""}'))],
+    "empty arrays": [_line(_span("1" * 16, '{"arrayValue":{}}'), _span("2" * 16, '{"arrayValue":{"values":[]}}', trace="c" * 32), _span("3" * 16, '{"arrayValue":{"values":null}}', trace="d" * 32))],
+    "array of ints as numbers": [_line(_span("1" * 16, '{"arrayValue":{"values":[{"intValue":1},{"intValue":"2"}]}}'))],
+    "array of bools": [_line(_span("1" * 16, '{"arrayValue":{"values":[{"boolValue":true},{"boolValue":false}]}}'))],
+    "array with a null item": [_line(_span("1" * 16, '{"arrayValue":{"values":[{"stringValue":"a"},null]}}'))],
+    "array item with an extra key": [_line(_span("1" * 16, '{"arrayValue":{"values":[{"stringValue":"a","x":1}]}}'))],
     "kvlist and bytes": [_line(_span("1" * 16, '{"kvlistValue":{"values":[{"key":"a","value":{"bytesValue":"aGk="}}]}}'))],
     "snake_case value": [_line(_span("1" * 16, '{"string_value":"x","int_value":null}'))],
     "escaped text": [_line(_span("1" * 16, '{"stringValue":"line\\nbreak \\"quoted\\" \\u00e9\\ud83d\\ude00"}'))],
@@ -147,6 +164,7 @@ ODD_LINES = {
     "snake_case span in a request": [_line(f'{{"trace_id":"{T}","span_id":"{"1" * 16}","name":"snake"}}')],
     "span not an object": [_line('"span"', _span("2" * 16, '{"stringValue":"x"}'))],
     "ids of other types": [_line(f'{{"traceId":12,"spanId":null,"name":5,"flags":"256","startTimeUnixNano":1.5,"endTimeUnixNano":[1]}}')],
+    "times out of range": [_line(f'{{"traceId":"{T}","spanId":"{"1" * 16}","startTimeUnixNano":1e400,"endTimeUnixNano":-1e400}}')],
     "base64 ids": [_line('{"traceId":"qqqqqqqqqqqqqqqqqqqqqg==","spanId":"ERERERERERE=","parentSpanId":"IiIiIiIiIiI=","flags":768}')],
     "remote parent flags": [_line(_span("1" * 16, '{"stringValue":"x"}', parent="9" * 16, extra=',"flags":768'))],
     "events": [_line(_span("1" * 16, '{"stringValue":"x"}', extra=',"events":[{"name":"db.query.result","attributes":[{"key":"db.query.result.id","value":{"stringValue":"d1"}}]},{"name":"exception"},"odd"]'))],
