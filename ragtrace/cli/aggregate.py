@@ -361,14 +361,10 @@ def contribution(row: Row, row_verdict: Verdict, numbers: tuple[tuple[str, float
     )
 
 
-def summary_numbers(figures: Mapping[str, Any]) -> list[tuple[str, float]]:
+def summary_numbers(figures: Mapping[str, Any]) -> tuple[tuple[str, float], ...]:
     """The summary figures of a row that are numbers, once per row for all its groups."""
-    out = []
-    for metric in SUMMARY_FIGURES:
-        value = figures.get(metric)
-        if value is not None and type(value) in (int, float):
-            out.append((metric, value))
-    return out
+    get = figures.get
+    return tuple([(metric, value) for metric in SUMMARY_FIGURES if type(value := get(metric)) is int or type(value) is float])
 
 
 def top_k_bucket(top_k: int) -> str:
@@ -423,7 +419,7 @@ class Aggregator:
 
     def add(self, row: Row) -> Verdict:
         row_verdict = verdict(row, self.thresholds)
-        item = contribution(row, row_verdict, tuple(summary_numbers(row.figures)))
+        item = contribution(row, row_verdict, summary_numbers(row.figures))
         index = self._index.get(item)
         if index is None:
             if len(self._items) >= PENDING_LIMIT:

@@ -459,49 +459,63 @@ class _Lines:
     """``readline(limit)``, ``read(size)`` and ``close()`` over a plain file, in large reads.
 
     ``BufferedReader.readline`` scans for the line end byte by byte and regrows its result for
-    lines longer than its buffer; export lines are often megabytes long, and ``bytes.find``
-    (memchr) over multi-MB chunks is several times cheaper.
+    lines longer than its buffer; export lines are often megabytes long. Here the file is read
+    into one reusable buffer and lines are found with ``bytearray.find`` (memchr), so each line is
+    copied once, into the ``bytes`` returned.
     """
 
-    __slots__ = ("_file", "_buffer", "_pos", "_scanned", "_eof")
+    __slots__ = ("_file", "_buffer", "_start", "_end", "_scanned", "_eof")
 
     def __init__(self, file: IO[bytes]) -> None:
         self._file = file
-        self._buffer = b""
-        self._pos = 0  # start of the unread part of _buffer
-        self._scanned = 0  # _buffer[_pos:_scanned] holds no newline
+        self._buffer = bytearray(_READ_CHUNK)
+        self._start = 0  # the unread bytes are _buffer[_start:_end]
+        self._end = 0
+        self._scanned = 0  # _buffer[_start:_scanned] holds no newline
         self._eof = False
 
     def readline(self, limit: int) -> bytes:
-        buffer, pos = self._buffer, self._pos
         while True:
-            end = buffer.find(b"\n", max(pos, self._scanned), pos + limit)
-            if end >= 0:
-                self._pos = self._scanned = end + 1
-                return buffer[pos : end + 1]
-            if len(buffer) - pos >= limit:
-                self._pos = self._scanned = pos + limit
-                return buffer[pos : pos + limit]
-            if self._eof:
-                self._buffer, self._pos, self._scanned = b"", 0, 0
-                return buffer[pos:]
-            chunk = self._file.read(_READ_CHUNK)
-            if not chunk:
-                self._eof = True
+            buffer, start, end = self._buffer, self._start, self._end
+            stop = min(end, start + limit)
+            found = buffer.find(b"\n", max(start, self._scanned), stop)
+            if found >= 0:
+                stop = found + 1
+            elif stop - start < limit and not self._eof:
+                self._scanned = end
+                self._fill()
                 continue
-            scanned = len(buffer) - pos
-            buffer = buffer[pos:] + chunk if pos < len(buffer) else chunk
-            self._buffer, self._pos, self._scanned, pos = buffer, 0, scanned, 0
+            self._start = self._scanned = stop
+            with memoryview(buffer) as view:
+                return bytes(view[start:stop])
+
+    def _fill(self) -> None:
+        """Read more: move the partial line to the front (growing the buffer if it is full)."""
+        buffer, start, end = self._buffer, self._start, self._end
+        if start:
+            buffer[: end - start] = buffer[start:end]
+            end -= start
+            self._scanned -= start
+            self._start = 0
+        if end == len(buffer):
+            buffer.extend(bytes(len(buffer)))
+        with memoryview(buffer) as view:
+            got = self._file.readinto(view[end:])
+        if got:
+            self._end = end + got
+        else:
+            self._end = end
+            self._eof = True
 
     def read(self, size: int) -> bytes:
-        pos = self._pos
-        if len(self._buffer) - pos >= size:
-            self._pos = pos + size
-            self._scanned = max(self._scanned, self._pos)
-            return self._buffer[pos : pos + size]
-        head = self._buffer[pos:]
-        self._buffer, self._pos, self._scanned = b"", 0, 0
-        return head if self._eof else head + self._file.read(size - len(head))
+        start, end = self._start, self._end
+        with memoryview(self._buffer) as view:
+            head = bytes(view[start : min(end, start + size)])
+        self._start = self._scanned = start + len(head)
+        if len(head) >= size or self._eof:
+            return head
+        self._start = self._end = self._scanned = 0
+        return head + self._file.read(size - len(head))
 
     def close(self) -> None:
         self._file.close()

@@ -397,10 +397,10 @@ def _retrieval_facts(
     best: dict[str, int] = {}
     for retrieval in retrievals:
         for chunk in retrieval:
-            if chunk.id not in best or chunk.rank < best[chunk.id]:
+            known = best.get(chunk.id)
+            if known is None or chunk.rank < known:
                 best[chunk.id] = chunk.rank
-    order = {chunk_id: index for index, chunk_id in enumerate(best)}
-    row.retrieved_ids = sorted(best, key=lambda c: (best[c], order[c]))
+    row.retrieved_ids = sorted(best, key=best.__getitem__)  # stable: equal ranks stay in first-seen order
     placed = {p.chunk_id for a in answers if a.placements is not None for p in a.placements}
     placed.update(p.chunk_id for placements in unanswered for p in placements)
     depths = [best[c] for c in placed if c in best]
