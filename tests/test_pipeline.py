@@ -362,3 +362,10 @@ def test_generation_points_at_the_assemble_span_it_was_scored_against(spans):
     assemble = spans.one("assemble")
     generate = spans.one("generate")
     assert generate.attributes[names.RAG_GENERATION_CONTEXT_SPAN_ID] == format(assemble.context.span_id, "016x")
+
+
+def test_run_keeps_its_span_and_trace_id_after_exit(spans):
+    run = run_pipeline()
+    root = spans.one("pipeline")
+    assert run.span.get_span_context().span_id == root.context.span_id
+    assert run.trace_id == format(root.context.trace_id, "032x")

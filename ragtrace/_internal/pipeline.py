@@ -25,6 +25,7 @@ class RagPipeline(Stage):
     """The handle ``with rag_pipeline(...) as run`` yields; ``run.metrics`` is filled on exit."""
 
     stage = names.STAGE_PIPELINE
+    release_span = False
     oi_kind = names.OI_KIND_CHAIN
     operation = names.OP_WORKFLOW
 
@@ -128,6 +129,12 @@ class RagPipeline(Stage):
         if state.answer_text is not None:
             self._oi_value(names.OI_OUTPUT_VALUE, state.answer_text)
         set_figures(self, result, events=True)
+
+    @property
+    def trace_id(self) -> str | None:
+        """The pipeline's trace id (32 hex digits), to find it in a backend; None when not traced."""
+        context = self.span.get_span_context()
+        return format(context.trace_id, "032x") if context.is_valid else None
 
     def record(self, output: Any) -> None:
         """The pipeline's final output, when it isn't a recorded answer generation."""

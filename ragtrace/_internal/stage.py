@@ -48,6 +48,7 @@ class Stage:
     provider: str | None = None
     query: str | None = None
     query_keys: tuple[str, ...] = ()  # content attributes that carry the query, besides input.value
+    release_span = True  # drop the ended span; the pipeline run keeps its own (``run.span``)
 
     def span_name(self) -> str:
         """``{operation} {target}`` as the GenAI conventions name client spans."""
@@ -127,8 +128,9 @@ class Stage:
                 self.attrs.flush()
         with guard("span end"):
             self.span.end()
-        # the handle may outlive its block (``r.chunks`` is read later): let the span go
-        self.span, self.attrs = trace.INVALID_SPAN, None
+        self.attrs = None
+        if self.release_span:  # the handle may outlive its block (``r.chunks`` is read later)
+            self.span = trace.INVALID_SPAN
 
     def _record_metrics(self, error: BaseException | None) -> None:
         found = otel_metrics.instruments(self.config)
