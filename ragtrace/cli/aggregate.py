@@ -5,11 +5,12 @@ value -> count map, which gives exact percentiles (nearest rank: the smallest ob
 least p% of observations at or below it) because ratios such as 3/10 repeat. Time series use
 adaptive buckets (at most ``MAX_BUCKETS``); only the ``rows`` worst traces are kept for display.
 
-Rows repeat too: what a row adds to a group is a small tuple (``contribution``), and the
-``Aggregator`` counts equal tuples per group (up to ``PENDING_LIMIT`` distinct ones in all) before
-applying each once with its count, instead of updating every distribution of every group for
-every row. ``overall`` and ``groups`` apply what is pending before they are read, so the totals,
-counters and distributions are those of adding the rows one by one.
+Rows repeat too: what a row adds to a group is a small tuple (``contribution``) plus its summary
+numbers, and the ``Aggregator`` counts equal tuples and equal numbers per group (up to
+``PENDING_LIMIT`` distinct ones) before applying each once with its count, the numbers value by
+value, instead of updating every distribution of every group for every row. ``overall`` and
+``groups`` apply what is pending before they are read, so the totals, counters and distributions
+(their insertion order included) are those of adding the rows one by one.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 from .._internal import names
 from .._internal.figures import STATUS_EMPTY_RETRIEVAL, STATUS_NO_ANSWER, STATUS_NO_CONTEXT, STATUS_NO_RETRIEVAL
 from .traces import Row
+
 
 PERCENTILES = (25, 50, 90)
 SUMMARY_FIGURES = (
@@ -206,19 +208,34 @@ class Group:
     positions: Counter[tuple[int, int]] = field(default_factory=Counter)  # (|C|, cited position)
     sizes: Counter[int] = field(default_factory=Counter)  # |C| of runs whose cited positions are known
     by_top_k: dict[int, dict[str, Distribution]] = field(default_factory=dict)
-    # contributions counted by the Aggregator and not applied yet: its index of the contribution -> count
+    # counted by the Aggregator and not applied yet: its index of a contribution (without the
+    # numbers) -> count, and its index of a row's summary numbers -> count
     pending: dict[int, int] = field(default_factory=dict, repr=False, compare=False)
+    pending_numbers: dict[int, int] = field(default_factory=dict, repr=False, compare=False)
 
     def add(self, row: Row, row_verdict: Verdict, numbers: Iterable[tuple[str, float]]) -> None:
         """One row; ``numbers`` are its summary figures that are numbers (see ``summary_numbers``)."""
         self.apply(contribution(row, row_verdict, tuple(numbers)))
 
-    def flush(self, items: list[Contribution]) -> None:
-        """Apply the counted contributions (``pending``: index in ``items`` -> count), each once."""
+    def flush(self, items: list[Contribution], numbers: list[tuple[tuple[str, float], ...]]) -> None:
+        """Apply what the Aggregator counted: ``pending`` (index in ``items`` -> count) and
+        ``pending_numbers`` (index in ``numbers`` -> count), the latter value by value."""
         pending = self.pending
         if pending:
             for index, count in pending.items():
                 self.apply(items[index], count)
+            pending.clear()
+        pending = self.pending_numbers
+        if pending:
+            # one figure may take a new value in every row (wasted tokens) while the others repeat:
+            # add each (figure, value) once, in the order the values first came
+            values: dict[tuple[str, float], int] = {}
+            for index, count in pending.items():
+                for pair in numbers[index]:
+                    values[pair] = values.get(pair, 0) + count
+            distributions = self.figures
+            for (metric, value), count in values.items():
+                distributions[metric].add(value, count)
             pending.clear()
 
     def apply(self, item: Contribution, count: int = 1) -> None:
@@ -394,6 +411,8 @@ class Aggregator:
         self._counter = itertools.count()
         self._index: dict[Contribution, int] = {}  # distinct contributions pending, and their order
         self._items: list[Contribution] = []
+        self._numbers_index: dict[tuple[tuple[str, float], ...], int] = {}  # distinct summary numbers pending
+        self._numbers: list[tuple[tuple[str, float], ...]] = []
 
     @property
     def overall(self) -> Group:
@@ -409,25 +428,40 @@ class Aggregator:
 
     def flush(self) -> None:
         """Apply the counted contributions of every group."""
-        items = self._items
-        self._overall.flush(items)
+        items, numbers = self._items, self._numbers
+        self._overall.flush(items, numbers)
         for groups in self._groups.values():
             for group in groups.values():
-                group.flush(items)
+                group.flush(items, numbers)
         self._index.clear()
         items.clear()
+        self._numbers_index.clear()
+        numbers.clear()
 
     def add(self, row: Row) -> Verdict:
         row_verdict = verdict(row, self.thresholds)
-        item = contribution(row, row_verdict, summary_numbers(row.figures))
+        # the figures are counted value by value (one of them may differ in every row, e.g. wasted
+        # tokens, while the others repeat); the rest of the row as one tuple
+        numbers = summary_numbers(row.figures)
+        item = contribution(row, row_verdict, ())
         index = self._index.get(item)
-        if index is None:
-            if len(self._items) >= PENDING_LIMIT:
+        number = self._numbers_index.get(numbers)
+        if index is None or number is None:
+            if len(self._items) >= PENDING_LIMIT or len(self._numbers) >= PENDING_LIMIT:
                 self.flush()
-            index = self._index[item] = len(self._items)
-            self._items.append(item)
-        counts = self._overall.pending
+            index = self._index.get(item)
+            if index is None:
+                index = self._index[item] = len(self._items)
+                self._items.append(item)
+            number = self._numbers_index.get(numbers)
+            if number is None:
+                number = self._numbers_index[numbers] = len(self._numbers)
+                self._numbers.append(numbers)
+        group = self._overall
+        counts = group.pending
         counts[index] = counts.get(index, 0) + 1
+        counts = group.pending_numbers
+        counts[number] = counts.get(number, 0) + 1
         for dimension in self.group_by:
             value = self._dimension_value(row, dimension)
             if value is None:
@@ -442,6 +476,8 @@ class Aggregator:
                     group = groups[value] = Group()
             counts = group.pending
             counts[index] = counts.get(index, 0) + 1
+            counts = group.pending_numbers
+            counts[number] = counts.get(number, 0) + 1
         self.series.add(row.time, row.figures)
         if row.mismatches:
             self.mismatched += 1

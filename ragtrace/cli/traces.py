@@ -180,7 +180,7 @@ def _ragtrace_row(trace: Trace, pipeline: Span | None, members: list[tuple[Span,
     row = Row(trace.trace_id, anchor.span_id, anchor.where, time=anchor.start)
     if pipeline is not None:
         _pipeline_facts(row, pipeline)
-    members.sort(key=lambda item: _end_order(item[0]))
+    members.sort(key=lambda item: (item[0].end or item[0].start, item[0].start))  # _end_order
     lost = False
 
     retrievals: list[list[Chunk]] = []
