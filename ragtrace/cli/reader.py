@@ -236,7 +236,8 @@ class Span:
     """One span; ``attrs`` maps keys to raw AnyValues (decode with ``get``).
 
     A raw value is a parsed JSON object (``json`` decoder) or an unparsed ``msgspec.Raw`` slice
-    (fast decoder); so are ``raw_events``. Read both through ``get``, ``has``, ``events`` and
+    (fast decoder); so are ``raw_events``. Read both through ``get`` (or the typed ``get_str``,
+    ``get_int``, ``get_bool``, ``get_number``, ``get_list``), ``has``, ``events`` and
     ``event_attributes``, never directly, and the decoder makes no difference.
     """
 
@@ -466,9 +467,9 @@ class _Lines:
 
     __slots__ = ("_file", "_buffer", "_start", "_end", "_scanned", "_eof")
 
-    def __init__(self, file: IO[bytes]) -> None:
+    def __init__(self, file: IO[bytes], size: int = _READ_CHUNK) -> None:
         self._file = file
-        self._buffer = bytearray(_READ_CHUNK)
+        self._buffer = bytearray(min(_READ_CHUNK, max(4096, size + 1)))  # small files, small buffer
         self._start = 0  # the unread bytes are _buffer[_start:_end]
         self._end = 0
         self._scanned = 0  # _buffer[_start:_scanned] holds no newline
@@ -905,7 +906,11 @@ class TraceReader:
         if magic.startswith(_ZSTD_MAGIC):
             raw.close()
             raise InputError(f"cannot read {path}: zstd-compressed; decompress it first (zstd -d)")
-        return _Lines(raw), raw  # type: ignore[return-value]
+        try:
+            size = os.fstat(raw.fileno()).st_size
+        except (OSError, ValueError):
+            size = _READ_CHUNK
+        return _Lines(raw, size), raw  # type: ignore[return-value]
 
     def _read_file(self, path: Path) -> Iterator[Trace]:
         stream, raw = self._open(path)
