@@ -5,7 +5,7 @@ export request of up to 512 spans per line), from real ragtrace pipelines run on
 and cloned with fresh trace and span ids: 6 spans per trace (pipeline, embed, retrieve, rerank,
 assemble, generate), so 1,000,000 spans are about 167k traces. Each size is read in a fresh child
 process (reader + per-run rows + aggregation, the whole report minus printing), on one core, once
-per JSON decoder: ``msgspec`` (the ``fast`` extra, what ``ragtrace report`` uses when it is
+per JSON decoder: ``msgspec`` (in the ``cli`` extra, what ``ragtrace report`` uses when it is
 installed) and the standard library's ``json`` (the fallback).
 
     .venv/bin/python bench/bench_report.py                   # 250k and 1M spans, both decoders
@@ -160,7 +160,7 @@ def main() -> int:
 
     decoders = [d.strip() for d in args.decoders.split(",") if d.strip()]
     if "msgspec" in decoders and not fast_decoder_available():
-        print("msgspec is not installed (pip install 'ragtrace[fast]'): measuring json only", file=sys.stderr)
+        print("msgspec is not installed (pip install 'ragtrace[cli]'): measuring json only", file=sys.stderr)
         decoders = [d for d in decoders if d != "msgspec"] or ["json"]
     sizes = [int(s) for s in args.sizes.split(",")]
     workdir = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="ragtrace-bench-"))

@@ -86,7 +86,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--grace-spans", type=_non_negative, default=None, metavar="N", help="keep a trace open for N more spans after its root arrived (default 0; for files given newest first or paged exports)")
     parser.add_argument("--max-pending-spans", type=_positive, default=None, metavar="N", help="spans held for unfinished traces before the oldest are finished (default 100000)")
     parser.add_argument("--max-warnings", type=_non_negative, default=10, metavar="N", help="warnings printed per kind (default 10)")
-    parser.add_argument("--decoder", choices=("auto", "msgspec", "json"), default="auto", help="JSON decoder: msgspec (fast, the [fast] extra) or the standard library's json; auto uses msgspec when installed (same results either way)")
+    parser.add_argument("--decoder", choices=("auto", "msgspec", "json"), default="auto", help="JSON decoder: msgspec (fast, in the [cli] extra) or the standard library's json; auto uses msgspec when installed (same results either way)")
     parser.add_argument("-q", "--quiet", action="store_true", help="print no warnings")
 
 

@@ -1,7 +1,7 @@
 """The optional fast decoder: OTLP/JSON export requests through ``msgspec`` typed structs.
 
 Importing this module raises ``ImportError`` when ``msgspec`` is not installed
-(``pip install 'ragtrace[fast]'``); the reader then uses the standard library's ``json``.
+(``pip install 'ragtrace[cli]'``); the reader then uses the standard library's ``json``.
 
 Only the canonical shape is decoded here: one ``{"resourceSpans": [{"scopeSpans": [{"spans":
 [...]}]}]}`` object per line, camelCase keys, as ragtrace's ``JsonLinesExporter`` and the

@@ -18,7 +18,7 @@ whatever the input size. Attribute values are kept as raw OTLP ``AnyValue`` obje
 only when asked for (``Span.get``).
 
 Two JSON decoders give the same spans, values and warnings (the tests run every CLI test with
-both): the standard library's ``json``, and, when ``msgspec`` is installed (the ``fast`` extra),
+both): the standard library's ``json``, and, when ``msgspec`` is installed (in the ``cli`` extra),
 ``otlp_msgspec``, which decodes canonical export-request lines into typed structs and keeps every
 attribute value as an unparsed slice of the line until it is asked for. Lines of any other shape
 go through ``json`` either way. ``decoder="auto"`` (the default) uses ``msgspec`` when it can be
@@ -47,7 +47,7 @@ from typing import IO, Any
 from .._internal.otlp_json import decode_any_value
 from .diagnostics import Diagnostics, Progress
 
-try:  # the optional fast decoder (pip install 'ragtrace[fast]')
+try:  # the optional fast decoder (pip install 'ragtrace[cli]')
     from . import otlp_msgspec as _msgspec
 except ImportError:  # pragma: no cover - depends on the environment
     _msgspec = None  # type: ignore[assignment]
@@ -103,7 +103,7 @@ def resolve_decoder(decoder: str) -> str:
     if decoder == DECODER_AUTO:
         decoder = AUTO_DECODER
     if decoder == DECODER_MSGSPEC and _msgspec is None:
-        raise ValueError("the msgspec decoder needs msgspec: pip install 'ragtrace[fast]'")
+        raise ValueError("the msgspec decoder needs msgspec: pip install 'ragtrace[cli]'")
     if decoder not in DECODERS:
         raise ValueError(f"unknown JSON decoder {decoder!r}: expected one of {', '.join(DECODERS)}")
     return decoder

@@ -29,7 +29,7 @@ class Result:
 def json_decoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Every CLI test runs with both JSON decoders: the results must not depend on which one reads."""
     if request.param == reader.DECODER_MSGSPEC and not reader.fast_decoder_available():
-        pytest.skip("msgspec is not installed (the fast extra)")
+        pytest.skip("msgspec is not installed (the cli extra)")
     monkeypatch.setattr(reader, "AUTO_DECODER", request.param)
     return request.param
 

@@ -24,7 +24,7 @@ from ragtrace.cli.reader import TraceReader
 from . import test_context_span_id, test_inferred
 from .helpers import DATA, split, to_collector, to_phoenix, write_known
 
-pytestmark = pytest.mark.skipif(not reader.fast_decoder_available(), reason="msgspec is not installed (the fast extra)")
+pytestmark = pytest.mark.skipif(not reader.fast_decoder_available(), reason="msgspec is not installed (the cli extra)")
 
 
 @pytest.fixture
