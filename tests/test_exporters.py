@@ -22,9 +22,9 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Tracer, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, StatusCode, TraceFlags
 
+from ids import CountingIds
 import ragtrace.exporters as exporters_package
 from ragtrace._internal import config
 from ragtrace._internal import names as n
@@ -33,20 +33,6 @@ from ragtrace.exporters import ConsoleTreeExporter, JsonLinesExporter
 
 MS = 1_000_000
 T0 = 1_700_000_000_000_000_000
-
-
-class CountingIds(IdGenerator):
-    def __init__(self) -> None:
-        self.trace = 0
-        self.span = 0
-
-    def generate_trace_id(self) -> int:
-        self.trace += 1
-        return (0xAB << 120) | self.trace
-
-    def generate_span_id(self) -> int:
-        self.span += 1
-        return (0xCD << 56) | self.span
 
 
 def provider_for(exporter: SpanExporter) -> TracerProvider:

@@ -26,30 +26,15 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
 
+from ids import CountingIds
+from opentelemetry.sdk.trace.id_generator import IdGenerator
 from ragtrace._internal import names
 from ragtrace._internal.otlp_json import attributes_to_dict, decode_any_value, encode_any_value, encode_attributes, encode_spans
 
 
 # --- helpers ----------------------------------------------------------------------------------
-class CountingIds(IdGenerator):
-    """Deterministic ids: trace ids 0xaa..01, 0xaa..02...; span ids 0xbb..01, 0xbb..02..."""
-
-    def __init__(self) -> None:
-        self.trace = 0
-        self.span = 0
-
-    def generate_trace_id(self) -> int:
-        self.trace += 1
-        return (0xAB << 120) | self.trace
-
-    def generate_span_id(self) -> int:
-        self.span += 1
-        return (0xCD << 56) | self.span
-
-
 def make_provider(resource: Resource | None = None, ids: IdGenerator | None = None, **kwargs: Any) -> tuple[TracerProvider, InMemorySpanExporter]:
     exporter = InMemorySpanExporter()
     provider = TracerProvider(resource=resource or Resource.create({"service.name": "svc"}), id_generator=ids or CountingIds(), **kwargs)
