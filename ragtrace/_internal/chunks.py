@@ -79,6 +79,14 @@ def normalize(items: Any, accessors: Accessors = NO_ACCESSORS, *, start_rank: in
         items = (items,)
     chunks: list[Chunk] = []
     unreadable = 0
+    if type(items) is list or type(items) is tuple:  # can't raise midway: no guarded iteration
+        for item in items:
+            chunk = to_chunk(item, start_rank + len(chunks), accessors)
+            if chunk is None:
+                unreadable += 1
+            else:
+                chunks.append(chunk)
+        return Normalized(chunks, unreadable)
     iterator = iter(items)
     while True:
         try:
@@ -109,29 +117,18 @@ def to_chunk(item: Any, rank: int, accessors: Accessors = NO_ACCESSORS) -> Chunk
         score = getattr(item, "score", None)
         item = item.node
 
-    if (
-        type(item) is dict
-        and accessors is NO_ACCESSORS
-        and item.get("id") is not None
-        and item.get("content") is not None
-    ):
-        # the common shape, read without the alias search (same result: these keys come first)
-        raw_id, raw_content = item["id"], item["content"]
+    if type(item) is dict and accessors is NO_ACCESSORS:
+        raw_id, raw_content = item.get("id"), item.get("content")
+        if type(raw_id) is str and raw_id and type(raw_content) is str:
+            return _plain_dict_chunk(item, raw_id, raw_content, rank, score)
+    raw_id = accessors.id_of(item) if accessors.id_of else _field(item, _ID_KEYS)
+    raw_content = accessors.content_of(item) if accessors.content_of else _content(item)
+    if accessors.score_of:
+        score = accessors.score_of(item)
+    elif score is None:
+        score = _field(item, _SCORE_KEYS)
         if score is None:
-            score = item.get("score")
-            if score is None:
-                score = _field(item, _SCORE_KEYS[1:])
-            if score is None:
-                score = _field(item, _DISTANCE_KEYS)
-    else:
-        raw_id = accessors.id_of(item) if accessors.id_of else _field(item, _ID_KEYS)
-        raw_content = accessors.content_of(item) if accessors.content_of else _content(item)
-        if accessors.score_of:
-            score = accessors.score_of(item)
-        elif score is None:
-            score = _field(item, _SCORE_KEYS)
-            if score is None:
-                score = _field(item, _DISTANCE_KEYS)
+            score = _field(item, _DISTANCE_KEYS)
     metadata = _metadata(item)
     if raw_id is None and metadata is not None:
         raw_id = _field(metadata, _ID_KEYS)
@@ -150,9 +147,41 @@ def to_chunk(item: Any, rank: int, accessors: Accessors = NO_ACCESSORS) -> Chunk
         score=_finite(score),
         content=text,
         metadata=metadata,
-        tokens=tokens if isinstance(tokens, int) and not isinstance(tokens, bool) and 0 <= tokens < 2**63 else None,
+        tokens=_token_count(tokens),
         content_hash=digest,
     )
+
+
+def _plain_dict_chunk(item: dict[str, Any], chunk_id: str, text: str, rank: int, score: Any) -> Chunk:
+    """The common shape, ``{"id": str, "content": str, ...}``, read without the generic checks
+    (same result: these keys come first in the alias lists)."""
+    if score is None:
+        score = _first(item, _SCORE_KEYS)
+        if score is None:
+            score = _first(item, _DISTANCE_KEYS)
+    metadata = _first(item, _METADATA_KEYS)
+    tokens = _first(item, _TOKEN_KEYS)
+    return Chunk(
+        id=chunk_id,
+        rank=rank,
+        score=_finite(score),
+        content=text,
+        metadata=metadata if isinstance(metadata, Mapping) else None,
+        tokens=_token_count(tokens),
+        content_hash=content_hash(text),
+    )
+
+
+def _token_count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63 else None
+
+
+def _first(item: dict[str, Any], keys: tuple[str, ...]) -> Any:
+    for key in keys:
+        value = item.get(key)
+        if value is not None:
+            return value
+    return None
 
 
 def _field(item: Any, keys: tuple[str, ...]) -> Any:

@@ -96,14 +96,17 @@ class Attributes:
     limit can only drop less important keys. Content passes the policy before it is buffered.
     """
 
-    __slots__ = ("span", "policy", "recording", "_pending", "_essential")
+    __slots__ = ("span", "policy", "recording", "_pending", "_essential", "_at_start")
 
-    def __init__(self, span: Span, policy: ContentPolicy) -> None:
+    def __init__(self, span: Span, policy: ContentPolicy, at_start: Mapping[str, Any] | None = None) -> None:
         self.span = span
         self.policy = policy
         self.recording = span.is_recording()
         self._pending: dict[str, Any] = {}
         self._essential: dict[str, Any] = {}
+        # essential attributes the span was started with: written again at the end only when the
+        # count limit could evict them (re-setting a key makes it the newest)
+        self._at_start = at_start
 
     def set(self, key: str, value: Any) -> None:
         if self.recording and value is not None:
@@ -114,7 +117,7 @@ class Attributes:
             self._pending.update({k: v for k, v in values.items() if v is not None})
 
     def essential(self, key: str, value: Any) -> None:
-        """A key that must survive attribute limits (written last, and already at span start)."""
+        """A key that must survive attribute limits (written last)."""
         if self.recording and value is not None:
             self._essential[key] = value
 
@@ -136,12 +139,27 @@ class Attributes:
 
     def flush(self) -> None:
         """Write everything buffered to the span, essentials last."""
-        if self.recording and (self._pending or self._essential):
-            for key in self._essential:
-                self._pending.pop(key, None)
-            self._pending.update(self._essential)
-            self.span.set_attributes(self._pending)
-            self._pending = {}
+        if not self.recording:
+            return
+        pending, essential, at_start = self._pending, self._essential, self._at_start
+        if at_start and _may_evict(self.span, len(at_start) + len(pending) + len(essential)):
+            essential = {**at_start, **essential}
+        if not (pending or essential):
+            return
+        for key in essential:
+            pending.pop(key, None)
+        pending.update(essential)
+        self.span.set_attributes(pending)
+        self._pending = {}
+
+
+def _may_evict(span: Span, count: int) -> bool:
+    """Whether ``count`` attributes could reach the span's attribute count limit."""
+    limits = getattr(span, "_limits", None)
+    if limits is None:
+        return True  # not an SDK span: assume it may
+    limit = getattr(limits, "max_span_attributes", None)
+    return isinstance(limit, int) and count >= limit  # None: no limit
 
 
 def record_error(span: Span, error: BaseException, policy: ContentPolicy) -> None:

@@ -24,6 +24,9 @@ from .guard import guard, warn_once
 from .spans import Attributes, json_messages_within, message_text, record_error, value_length_limit
 
 
+_ESSENTIAL_AT_START = (names.RAG_STAGE, names.GEN_AI_OPERATION_NAME, names.OI_SPAN_KIND)
+
+
 class Stage:
     """Base of all handles: span lifecycle, context attachment, error recording."""
 
@@ -75,10 +78,8 @@ class Stage:
             provider = self._provider or (pipeline.tracer_provider if pipeline is not None else None)
             tracer = config_module.tracer(provider)
             self.span = tracer.start_span(self.span_name(), kind=self.span_kind, attributes=start)
-            self.attrs = Attributes(self.span, self.config.content)
-            for key in (names.RAG_STAGE, names.GEN_AI_OPERATION_NAME, names.OI_SPAN_KIND):
-                if key in start:
-                    self.attrs.essential(key, start[key])
+            essentials = {key: start[key] for key in _ESSENTIAL_AT_START if key in start}
+            self.attrs = Attributes(self.span, self.config.content, essentials)
             self.state = self.find_state()
             self.on_open()
 
