@@ -14,7 +14,7 @@ from opentelemetry import trace as _trace
 
 from ._internal import names as _names
 from ._internal.assembly import ContextRecord, Labeller
-from ._internal.chunks import Accessors as _Accessors
+from ._internal.chunks import make_accessors as _make_accessors
 from ._internal.chunks import Chunk
 from ._internal.citations import CitationPattern, CitationResult, parse_citations
 from ._internal.config import configure
@@ -103,7 +103,7 @@ def retrieve(
         query,
         data_source=data_source,
         top_k=top_k,
-        accessors=_Accessors(id_of, content_of, score_of),
+        accessors=_make_accessors(id_of, content_of, score_of),
         tracer_provider=tracer_provider,
     )
 
@@ -125,7 +125,7 @@ def rerank(
         provider=provider,
         top_n=top_n,
         query=query,
-        accessors=_Accessors(id_of, content_of, score_of),
+        accessors=_make_accessors(id_of, content_of, score_of),
         tracer_provider=tracer_provider,
     )
 
@@ -160,7 +160,7 @@ def assemble(
         separator=separator,
         truncate=truncate,
         tokenizer=tokenizer,
-        accessors=_Accessors(id_of, content_of),
+        accessors=_make_accessors(id_of, content_of),
         tracer_provider=tracer_provider,
     )
 

@@ -66,6 +66,14 @@ class Accessors:
 NO_ACCESSORS = Accessors()
 
 
+def make_accessors(id_of: IdOf | None = None, content_of: ContentOf | None = None, score_of: ScoreOf | None = None) -> Accessors:
+    """The user's overrides; the shared empty instance when there are none (``to_chunk``'s fast
+    path for plain dicts checks for it by identity)."""
+    if id_of is None and content_of is None and score_of is None:
+        return NO_ACCESSORS
+    return Accessors(id_of, content_of, score_of)
+
+
 def content_hash(text: str) -> str:
     """Short stable hash of chunk text: the id of id-less chunks and the duplicate key."""
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
@@ -113,7 +121,7 @@ def to_chunk(item: Any, rank: int, accessors: Accessors = NO_ACCESSORS) -> Chunk
     # (doc, score) tuples and LlamaIndex NodeWithScore(node, score)
     if isinstance(item, tuple) and len(item) == 2 and _is_number(item[1]):
         item, score = item
-    elif not isinstance(item, Mapping) and hasattr(item, "node") and hasattr(item, "score"):
+    elif type(item) is not dict and not isinstance(item, Mapping) and hasattr(item, "node") and hasattr(item, "score"):
         score = getattr(item, "score", None)
         item = item.node
 
@@ -176,7 +184,7 @@ def _token_count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63 else None
 
 
-def _first(item: dict[str, Any], keys: tuple[str, ...]) -> Any:
+def _first(item: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
     for key in keys:
         value = item.get(key)
         if value is not None:
@@ -186,11 +194,7 @@ def _first(item: dict[str, Any], keys: tuple[str, ...]) -> Any:
 
 def _field(item: Any, keys: tuple[str, ...]) -> Any:
     if isinstance(item, Mapping):
-        for key in keys:
-            value = item.get(key)
-            if value is not None:
-                return value
-        return None
+        return _first(item, keys)
     if isinstance(item, (str, bytes, int, float)):
         return None
     for key in keys:

@@ -17,7 +17,7 @@ from opentelemetry import trace
 
 from . import config as config_module
 from . import names, state as state_module
-from .chunks import Accessors
+from .chunks import make_accessors
 from .guard import call_guarded, guard
 from .assemble_stage import Assemble
 from .generation import Generate
@@ -243,7 +243,7 @@ def retriever(
     tracer_provider: trace.TracerProvider | None = None,
 ) -> Any:
     """Trace a retriever: its query argument and the documents it returns (any common shape)."""
-    accessors = Accessors(id_of, content_of, score_of)
+    accessors = make_accessors(id_of, content_of, score_of)
 
     def make(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Stage:
         query = _first(args, kwargs, _QUERY_KEYS, _is_text)
@@ -268,7 +268,7 @@ def reranker(
     tracer_provider: trace.TracerProvider | None = None,
 ) -> Any:
     """Trace a reranker: its query and candidate documents in, the reordered documents out."""
-    accessors = Accessors(id_of, content_of, score_of)
+    accessors = make_accessors(id_of, content_of, score_of)
 
     def make(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Stage:
         query = _first(args, kwargs, _QUERY_KEYS, _is_text)
@@ -312,7 +312,7 @@ def assembler(
     The result is marked ``rag.context.inclusion_method = "located"``: found by search at assembly
     time, not recorded as placed. Use ``ragtrace.assemble`` for exact inclusion.
     """
-    accessors = Accessors(id_of, content_of)
+    accessors = make_accessors(id_of, content_of)
 
     def make(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Stage:
         return Assemble(accessors=accessors, tracer_provider=tracer_provider)
