@@ -10,6 +10,7 @@ Pure: no spans, no globals.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -81,12 +82,29 @@ class ContextRecord:
 
 def fill(template: str, variables: Mapping[str, Any]) -> str:
     """``{name}`` placeholders filled from ``variables``; every other brace is left alone."""
+    # templates repeat, message contents don't: only short strings are parsed through the cache
+    parts = _cached_parts(template) if len(template) <= _CACHED_TEMPLATE_CHARS else _template_parts(template)
+    if len(parts) == 1:
+        return template
+    return "".join(
+        part if index % 2 == 0 else str(variables[part[1:-1]]) if part[1:-1] in variables else part
+        for index, part in enumerate(parts)
+    )
 
-    def value(match: re.Match[str]) -> str:
-        key = match.group(1)
-        return str(variables[key]) if key in variables else match.group(0)
 
-    return _VARIABLE.sub(value, template)
+def _template_parts(template: str) -> tuple[str, ...]:
+    """Literal text and ``{name}`` placeholders, alternating."""
+    parts: list[str] = []
+    last = 0
+    for match in _VARIABLE.finditer(template):
+        parts += [template[last : match.start()], match.group(0)]
+        last = match.end()
+    parts.append(template[last:])
+    return tuple(parts)
+
+
+_CACHED_TEMPLATE_CHARS = 2048
+_cached_parts = functools.lru_cache(maxsize=128)(_template_parts)
 
 
 @dataclass(slots=True)
