@@ -391,6 +391,32 @@ class Span:
         value = self.get(key)
         return value if type(value) is list else None
 
+    def get_aligned(self, key: str, kind: type, length: int) -> list[Any] | None:
+        """The value of ``key`` if it is a list of ``length`` items all of exactly type ``kind``
+        (str, int or bool; so no bools for int), else None: ``get_list`` and a check, in one."""
+        raw = self.attrs.get(key)
+        if raw is None:
+            return None
+        if type(raw) is _Raw:
+            try:
+                if kind is str:
+                    values = [item.stringValue for item in _string_array(raw).arrayValue.values]
+                elif kind is int:
+                    values = [int(item.intValue) for item in _int_array(raw).arrayValue.values]
+                else:
+                    values = [item.boolValue for item in _bool_array(raw).arrayValue.values]
+            except (*_RAW_ERRORS, ValueError):
+                pass
+            else:  # the typed decoders give exactly str, int and bool items
+                return values if len(values) == length else None
+        values = self.get(key)
+        if type(values) is not list or len(values) != length:
+            return None
+        for value in values:
+            if type(value) is not kind:
+                return None
+        return values
+
     def event_attributes(self, name: str) -> Iterator[dict[str, Any]]:
         """The decoded attributes of every event called ``name``."""
         for event in self.events or ():

@@ -81,20 +81,6 @@ class Row:
 
 
 # --- small decoding helpers -----------------------------------------------------------------------
-def _aligned(values: list[Any] | None, length: int, kind: type) -> list[Any] | None:
-    """``values`` when it is a list of ``length`` items of type ``kind``, else None.
-
-    Decoded values are exact ``str``/``int``/``bool``/``float``, so ``type(v) is int`` is
-    ``isinstance(v, int)`` without the bools.
-    """
-    if values is None or len(values) != length:
-        return None
-    for value in values:
-        if type(value) is not kind:
-            return None
-    return values
-
-
 def _stage(span: Span) -> str | None:
     return span.get_str(names.RAG_STAGE)
 
@@ -273,17 +259,21 @@ def _recorded_retrieval(span: Span) -> list[Chunk] | None:
     if ids is None:
         return None
     count = len(ids)
-    ranks = _aligned(span.get_list(names.RAG_RETRIEVAL_RANKS, int), count, int) or list(range(1, count + 1))
-    hashes = _aligned(span.get_list(names.RAG_RETRIEVAL_CONTENT_HASHES), count, str)
+    ranks = span.get_aligned(names.RAG_RETRIEVAL_RANKS, int, count) or range(1, count + 1)
+    hashes = span.get_aligned(names.RAG_RETRIEVAL_CONTENT_HASHES, str, count)
     if hashes is None:
         hashes = _hashes_from_documents(span, count)
-    tokens = _aligned(span.get_list(names.RAG_RETRIEVAL_CHUNK_TOKENS, int), count, int)
+    tokens = span.get_aligned(names.RAG_RETRIEVAL_CHUNK_TOKENS, int, count)
+    # Chunk(id, rank, score, content, metadata, tokens, content_hash), positionally (the hot path)
     return [
         Chunk(
-            id=str(chunk_id),
-            rank=ranks[index],
-            tokens=tokens[index] if tokens is not None else None,
-            content_hash=(hashes[index] or None) if hashes is not None else None,
+            str(chunk_id),
+            ranks[index],
+            None,
+            None,
+            None,
+            tokens[index] if tokens is not None else None,
+            (hashes[index] or None) if hashes is not None else None,
         )
         for index, chunk_id in enumerate(ids)
     ]
@@ -318,25 +308,28 @@ def _recorded_context(span: Span) -> tuple[list[Placement], bool] | None:
     if ids is None:
         return None
     count = len(ids)
-    positions = _aligned(span.get_list(names.RAG_CONTEXT_POSITIONS, int), count, int) or list(range(1, count + 1))
-    labels = _aligned(span.get_list(names.RAG_CONTEXT_LABELS), count, str)
-    starts = _aligned(span.get_list(names.RAG_CONTEXT_CHAR_STARTS, int), count, int)
-    ends = _aligned(span.get_list(names.RAG_CONTEXT_CHAR_ENDS, int), count, int)
-    tokens = _aligned(span.get_list(names.RAG_CONTEXT_CHUNK_TOKENS, int), count, int)
-    truncated = _aligned(span.get_list(names.RAG_CONTEXT_TRUNCATED, bool), count, bool)
-    messages = _aligned(span.get_list(names.RAG_CONTEXT_MESSAGE_INDEXES, int), count, int)
-    hashes = _aligned(span.get_list(names.RAG_CONTEXT_CONTENT_HASHES), count, str)
+    aligned = span.get_aligned
+    positions = aligned(names.RAG_CONTEXT_POSITIONS, int, count) or range(1, count + 1)
+    labels = aligned(names.RAG_CONTEXT_LABELS, str, count)
+    starts = aligned(names.RAG_CONTEXT_CHAR_STARTS, int, count)
+    ends = aligned(names.RAG_CONTEXT_CHAR_ENDS, int, count)
+    tokens = aligned(names.RAG_CONTEXT_CHUNK_TOKENS, int, count)
+    truncated = aligned(names.RAG_CONTEXT_TRUNCATED, bool, count)
+    messages = aligned(names.RAG_CONTEXT_MESSAGE_INDEXES, int, count)
+    hashes = aligned(names.RAG_CONTEXT_CONTENT_HASHES, str, count)
+    # Placement(chunk_id, position, label, start, end, tokens, truncated, message_index, content_hash),
+    # positionally (the hot path)
     placements = [
         Placement(
-            chunk_id=str(chunk_id),
-            position=positions[i],
-            label=labels[i] if labels else "",
-            start=starts[i] if starts else 0,
-            end=ends[i] if ends else 0,
-            tokens=tokens[i] if tokens else 0,
-            truncated=truncated[i] if truncated else False,
-            message_index=(messages[i] if messages[i] >= 0 else None) if messages else None,
-            content_hash=(hashes[i] or None) if hashes else None,
+            str(chunk_id),
+            positions[i],
+            labels[i] if labels else "",
+            starts[i] if starts else 0,
+            ends[i] if ends else 0,
+            tokens[i] if tokens else 0,
+            truncated[i] if truncated else False,
+            (messages[i] if messages[i] >= 0 else None) if messages else None,
+            (hashes[i] or None) if hashes else None,
         )
         for i, chunk_id in enumerate(ids)
     ]

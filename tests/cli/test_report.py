@@ -231,3 +231,16 @@ def test_full_mode_content_duplicates_come_from_document_text(cli, tmp_path):
     (row,) = result.json()["traces"]
     assert row["duplicate_chunks"] == 1 and row["recorded_mismatch"] == []
     assert result.err == ""
+
+
+def test_rows_build_chunks_and_placements_in_field_order():
+    """traces.py builds Chunk and Placement positionally (the hot path): a reordered field must fail here."""
+    import dataclasses
+
+    from ragtrace._internal.assembly import Placement
+    from ragtrace._internal.chunks import Chunk
+
+    assert [f.name for f in dataclasses.fields(Chunk)] == ["id", "rank", "score", "content", "metadata", "tokens", "content_hash"]
+    assert [f.name for f in dataclasses.fields(Placement)] == [
+        "chunk_id", "position", "label", "start", "end", "tokens", "truncated", "message_index", "content_hash"
+    ]
