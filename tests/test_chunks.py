@@ -12,7 +12,7 @@ from decimal import Decimal
 import pytest
 
 from ragtrace import Chunk
-from ragtrace._internal.chunks import Accessors, normalize, to_chunk
+from ragtrace._internal.chunks import NO_ACCESSORS, Accessors, make_accessors, normalize, to_chunk
 
 PARIS = "Paris is the capital of France."
 PARIS_HASH = "ee6ee5bbaa3d3af8"  # blake2b(b"Paris is the capital of France.", digest_size=8)
@@ -311,3 +311,31 @@ def test_mixed_shapes_in_one_batch():
     ]
     assert result.chunks[3].id == result.chunks[3].content_hash
     assert result.unreadable == 0
+
+
+# --- the plain-dict fast path -------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "item",
+    [
+        {"id": "a", "content": PARIS, "score": 0.5, "metadata": {"page": 2}, "tokens": 7},
+        {"id": "a", "content": PARIS, "relevance_score": "0.25", "meta": {"x": 1}, "n_tokens": True},
+        {"id": "a", "content": PARIS, "distance": 1.5, "metadata": "not a mapping", "token_count": -1},
+        {"id": "a", "content": PARIS, "score": float("nan")},
+    ],
+)
+def test_plain_dicts_read_the_same_on_the_fast_path(item):
+    fast = to_chunk(item, 3)  # no accessors: the fast path
+    general = to_chunk(item, 3, Accessors(id_of=lambda d: d["id"]))  # an accessor forces the general path
+    assert fast == general
+    assert fast.content_hash == PARIS_HASH
+
+
+def test_no_accessors_means_the_shared_empty_instance():
+    """The fast path is guarded by identity with NO_ACCESSORS: the public API must pass that one."""
+    import ragtrace
+
+    assert make_accessors() is NO_ACCESSORS
+    assert make_accessors(id_of=str) is not NO_ACCESSORS
+    assert ragtrace.retrieve("q").accessors is NO_ACCESSORS
+    assert ragtrace.rerank("m").accessors is NO_ACCESSORS
+    assert ragtrace.assemble().builder.accessors is NO_ACCESSORS
