@@ -81,10 +81,6 @@ class Row:
 
 
 # --- small decoding helpers -----------------------------------------------------------------------
-def _stage(span: Span) -> str | None:
-    return span.get_str(names.RAG_STAGE)
-
-
 def _end_order(span: Span) -> tuple[int, int]:
     return (span.end or span.start, span.start)
 
@@ -95,7 +91,7 @@ def rows_of(trace: Trace) -> list[Row]:
     spans = trace.spans
     stages: list[tuple[Span, str]] = []
     for span in spans:
-        stage = _stage(span)
+        stage = span.get_str(names.RAG_STAGE)
         if stage is not None:
             stages.append((span, stage))
     if not stages:
@@ -248,7 +244,9 @@ def _pipeline_facts(row: Row, pipeline: Span) -> None:
     row.content_mode = pipeline.get_str(names.RAG_CONTENT_MODE)
     row.query = pipeline.get_str(names.OI_INPUT_VALUE)
     prefix = names.RAG_PIPELINE_ATTRIBUTE_PREFIX
-    for key in [key for key in pipeline.attrs if key.startswith(prefix)]:
+    for key in pipeline.attrs:
+        if not key.startswith(prefix):
+            continue
         value = pipeline.get(key)
         if isinstance(value, (str, int, float, bool)):
             row.labels[key[len(prefix) :]] = value
@@ -287,10 +285,11 @@ def _hashes_from_documents(span: Span, count: int) -> list[str] | None:
     """
     if _DOCUMENT_CONTENT_KEYS[0] not in span.attrs:
         return None
+    get_str = span.get_str
+    keys = _DOCUMENT_CONTENT_KEYS if count <= len(_DOCUMENT_CONTENT_KEYS) else [_document_content_key(index) for index in range(count)]
     hashes = []
     for index in range(count):
-        key = _DOCUMENT_CONTENT_KEYS[index] if index < len(_DOCUMENT_CONTENT_KEYS) else _document_content_key(index)
-        text = span.get_str(key)
+        text = get_str(keys[index])
         hashes.append(content_hash(text) if text is not None else "")
     return hashes
 

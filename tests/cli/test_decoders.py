@@ -163,7 +163,7 @@ ODD_LINES = {
     "no traceId": [_line(f'{{"spanId":"{"1" * 16}"}}', _span("2" * 16, '{"stringValue":"x"}'))],
     "snake_case span in a request": [_line(f'{{"trace_id":"{T}","span_id":"{"1" * 16}","name":"snake"}}')],
     "span not an object": [_line('"span"', _span("2" * 16, '{"stringValue":"x"}'))],
-    "ids of other types": [_line(f'{{"traceId":12,"spanId":null,"name":5,"flags":"256","startTimeUnixNano":1.5,"endTimeUnixNano":[1]}}')],
+    "ids of other types": [_line('{"traceId":12,"spanId":null,"name":5,"flags":"256","startTimeUnixNano":1.5,"endTimeUnixNano":[1]}')],
     "times out of range": [_line(f'{{"traceId":"{T}","spanId":"{"1" * 16}","startTimeUnixNano":1e400,"endTimeUnixNano":-1e400}}')],
     "base64 ids": [_line('{"traceId":"qqqqqqqqqqqqqqqqqqqqqg==","spanId":"ERERERERERE=","parentSpanId":"IiIiIiIiIiI=","flags":768}')],
     "remote parent flags": [_line(_span("1" * 16, '{"stringValue":"x"}', parent="9" * 16, extra=',"flags":768'))],
