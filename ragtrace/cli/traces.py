@@ -106,6 +106,9 @@ def rows_of(trace: Trace) -> list[Row]:
     for span, stage in stages:
         if stage == names.STAGE_PIPELINE:
             continue
+        if span.parent_id in pipeline_ids:  # a child of its pipeline: _owner's first step, inline
+            members[span.parent_id].append((span, stage))
+            continue
         owner, orphan = _owner(span, by_id, pipeline_ids, owner_cache)
         if orphan is not None and not span.local_root:
             span.source.diagnostics.warn(
@@ -402,11 +405,14 @@ def _retrieval_facts(
 def _mismatches(pipeline: Span, result: Figures, retrievals: list[list[Chunk]]) -> list[str]:
     """Figures recorded online (on the pipeline span, or the one answer span) that differ from the recomputed ones."""
     differ = []
+    attrs, values = pipeline.attrs, result.values
     for metric, key in _METRIC_KEYS:
-        if key not in pipeline.attrs:
+        if key not in attrs:
             continue
         recorded = pipeline.get(key) if metric == names.METRIC_CITED_POSITIONS else pipeline.get_number(key)
-        computed = result.values.get(metric)
+        computed = values.get(metric)
+        if type(recorded) is type(computed) and recorded == computed:
+            continue  # _same's first test, inline: the common case
         if not _same(recorded, computed):
             differ.append(metric)
     if differ == [names.METRIC_DUPLICATE_CHUNKS]:
