@@ -554,7 +554,8 @@ class _FinishedTraces:
     Kept in flat arrays (an open-addressing table of positions in a ring of 32-byte ids) instead
     of a set of strings: tens of thousands of long-lived small objects, scattered among the
     millions of short-lived ones the reader allocates, slowed the whole report down by a fifth as
-    it went on (memory locality). Exact: a candidate is confirmed by comparing the id bytes. Ids
+    it went on (memory locality). Slots are found by the id string's own (cached) hash; exact: a
+    candidate is confirmed by comparing the id bytes. Ids
     that are not 32 ASCII characters (hex trace ids are) go to a small ordered dict instead.
     """
 
@@ -566,7 +567,7 @@ class _FinishedTraces:
         size = 1 << max(4, (capacity * 3).bit_length())  # load factor under 1/3
         self._mask = size - 1
         self._table = array("q", [-1]) * size  # ring position of the id in each slot; -1: empty
-        self._hashes = array("q", [0]) * capacity  # hash of the id at each ring position
+        self._hashes = array("q", [0]) * capacity  # hash(id string) at each ring position
         self._ids = bytearray(self._WIDTH * capacity)
         self._next = 0
         self._full = False
@@ -575,19 +576,26 @@ class _FinishedTraces:
     def __contains__(self, trace_id: str) -> bool:
         if len(trace_id) != self._WIDTH or not trace_id.isascii():
             return trace_id in self._other
-        return self._find(trace_id.encode("ascii"))[1] >= 0
+        return self._find(hash(trace_id), trace_id) >= 0
 
-    def _find(self, key: bytes) -> tuple[int, int]:
-        """(hash of key, table slot holding it or -1)."""
-        h = hash(key)
+    def _find(self, h: int, trace_id: str) -> int:
+        """The table slot holding ``trace_id`` (whose hash is ``h``), or -1.
+
+        The str's own hash is used (cached on the string: the reader has already hashed it as a
+        dict key); the id is encoded only to confirm a candidate.
+        """
         table, hashes, ids, mask, width = self._table, self._hashes, self._ids, self._mask, self._WIDTH
         i = h & mask
+        key = None
         while True:
             position = table[i]
             if position < 0:
-                return h, -1
-            if hashes[position] == h and ids[position * width : position * width + width] == key:
-                return h, i
+                return -1
+            if hashes[position] == h:
+                if key is None:
+                    key = trace_id.encode("ascii")
+                if ids[position * width : position * width + width] == key:
+                    return i
             i = (i + 1) & mask
 
     def add(self, trace_id: str) -> None:
@@ -596,10 +604,10 @@ class _FinishedTraces:
             if len(self._other) > self._capacity:
                 self._other.popitem(last=False)
             return
-        key = trace_id.encode("ascii")
-        h, slot = self._find(key)
-        if slot >= 0:
+        h = hash(trace_id)
+        if self._find(h, trace_id) >= 0:
             return
+        key = trace_id.encode("ascii")
         position, width = self._next, self._WIDTH
         if self._full:
             self._remove(position)

@@ -97,7 +97,7 @@ def rows_of(trace: Trace) -> list[Row]:
     if not stages:
         return [_foreign_row(trace)]
 
-    by_id = {span.span_id: span for span in spans}
+    by_id: dict[str, Span] = {}  # built when a span's parent is not its pipeline (see below)
     pipelines = [span for span, stage in stages if stage == names.STAGE_PIPELINE]
     pipeline_ids = {span.span_id for span in pipelines}
     members: dict[str, list[tuple[Span, str]]] = {span.span_id: [] for span in pipelines}
@@ -109,6 +109,8 @@ def rows_of(trace: Trace) -> list[Row]:
         if span.parent_id in pipeline_ids:  # a child of its pipeline: _owner's first step, inline
             members[span.parent_id].append((span, stage))
             continue
+        if not by_id:
+            by_id = {span.span_id: span for span in spans}
         owner, orphan = _owner(span, by_id, pipeline_ids, owner_cache)
         if orphan is not None and not span.local_root:
             span.source.diagnostics.warn(
