@@ -15,7 +15,7 @@ spans later when asked (for inputs where children may come after their root: fil
 first, paged Phoenix exports), or at the end of input. Pending traces are capped at
 ``max_pending_spans`` spans: the oldest are finished early, with a warning, so memory stays flat
 whatever the input size. Attribute values are kept as raw OTLP ``AnyValue`` objects and decoded
-only when asked for (``Span.get``).
+only when asked for (``Span.get``, in ``spans``).
 
 Two JSON decoders give the same spans, values and warnings (the tests run every CLI test with
 both): the standard library's ``json``, and, when ``msgspec`` is installed (in the ``cli`` extra),
@@ -37,21 +37,21 @@ import io
 import json
 import os
 import zlib
-from array import array
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from .._internal.otlp_json import decode_any_value
 from .diagnostics import Diagnostics, Progress
+from .finished import FinishedTraces
+from .linefile import READ_CHUNK, Lines
+from .spans import Source, Span, Trace
 
 try:  # the optional fast decoder (pip install 'ragtrace[cli]')
     from . import otlp_msgspec as _msgspec
 except ImportError:  # pragma: no cover - depends on the environment
     _msgspec = None  # type: ignore[assignment]
-_Raw: Any = _msgspec.Raw if _msgspec is not None else ()
 
 DECODER_AUTO = "auto"
 DECODER_MSGSPEC = "msgspec"
@@ -65,32 +65,14 @@ DEFAULT_GRACE_SPANS = 0  # finish a trace right after the line (or document) hol
 DEFAULT_MAX_PENDING_SPANS = 100_000
 _FINISHED_MEMORY = 20_000  # finished trace ids remembered, to recognise late spans (bounded)
 _READ_BUFFER = 1 << 20  # export lines are often MBs long; readline copies far less with a large buffer
-_READ_CHUNK = 4 << 20  # plain files are read in chunks this large and split into lines with bytes.find
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 # opentelemetry.proto.trace.v1.SpanFlags: the parent is known to be remote (span is a local root)
 _REMOTE_PARENT = 0x100 | 0x200
 
-# Phoenix's snake_case AnyValue keys -> OTLP/JSON's camelCase ones
-_SNAKE = {
-    "string_value": "stringValue",
-    "bool_value": "boolValue",
-    "int_value": "intValue",
-    "double_value": "doubleValue",
-    "array_value": "arrayValue",
-    "kvlist_value": "kvlistValue",
-    "bytes_value": "bytesValue",
-}
-_CAMEL = frozenset(_SNAKE.values())
-
-
 class InputError(Exception):
     """An input file that can't be opened or read at all; the message is one line."""
-
-
-class BadValue(ValueError):
-    """An attribute value that isn't a valid OTLP/JSON AnyValue."""
 
 
 def fast_decoder_available() -> bool:
@@ -107,337 +89,6 @@ def resolve_decoder(decoder: str) -> str:
     if decoder not in DECODERS:
         raise ValueError(f"unknown JSON decoder {decoder!r}: expected one of {', '.join(DECODERS)}")
     return decoder
-
-
-def _camel(value: Any) -> dict[str, Any]:
-    """A snake_case (Phoenix) AnyValue as the camelCase one ``decode_any_value`` reads."""
-    if not isinstance(value, dict):
-        return {}
-    for key, item in value.items():
-        if item is None:
-            continue
-        if key in _CAMEL:
-            return {key: item}
-        camel = _SNAKE.get(key)
-        if camel is None:
-            continue
-        if camel == "arrayValue":
-            return {camel: {"values": [_camel(v) for v in (item or {}).get("values") or ()]}}
-        if camel == "kvlistValue":
-            pairs = [{"key": kv.get("key"), "value": _camel(kv.get("value"))} for kv in (item or {}).get("values") or ()]
-            return {camel: {"values": pairs}}
-        return {camel: item}
-    return {}
-
-
-def _fast(raw: dict[str, Any]) -> Any:
-    """The hottest shapes (a one-key scalar; an array of strings, ints or bools), or _SLOW.
-
-    Exactly what ``decode_any_value`` gives for them; anything unusual (extra keys, mixed or
-    malformed items) is _SLOW, and ``decode_any_value`` decides, warnings included.
-    """
-    value = raw.get("stringValue")
-    if value is not None:
-        return value if len(raw) == 1 else _SLOW
-    if len(raw) != 1:
-        return _SLOW
-    array = raw.get("arrayValue")
-    if array is not None:
-        if type(array) is not dict:
-            return _SLOW
-        items = array.get("values")
-        if not items:
-            return [] if len(array) <= 1 else _SLOW
-        try:
-            first = items[0]
-            if "stringValue" in first:
-                out = [item["stringValue"] for item in items]
-                for item in out:
-                    if type(item) is not str:
-                        return _SLOW
-                return out
-            if "intValue" in first:
-                out = [int(item["intValue"]) for item in items if len(item) == 1]
-            elif "boolValue" in first:
-                out = [bool(item["boolValue"]) for item in items if len(item) == 1]
-            else:
-                return _SLOW
-            return out if len(out) == len(items) else _SLOW
-        except (KeyError, TypeError, ValueError):
-            return _SLOW
-    value = raw.get("intValue")
-    if value is not None:
-        try:
-            return int(value)
-        except (TypeError, ValueError):
-            return _SLOW
-    value = raw.get("doubleValue")
-    if value is not None:
-        try:
-            return float(value)
-        except (TypeError, ValueError):
-            return _SLOW
-    value = raw.get("boolValue")
-    if value is not None:
-        return bool(value)
-    return _SLOW
-
-
-_SLOW = object()
-if _msgspec is not None:
-    _raw_decode = _msgspec.raw_decoder
-    _string_value, _int_value = _msgspec.string_value, _msgspec.int_value
-    _bool_value, _number_value, _UNSET = _msgspec.bool_value, _msgspec.number_value, _msgspec.UNSET
-    _string_array, _int_array, _bool_array = _msgspec.string_array, _msgspec.int_array, _msgspec.bool_array
-    _RAW_ERRORS: tuple[type[Exception], ...] = (_msgspec.DecodeError, _msgspec.ValidationError)
-else:  # pragma: no cover - depends on the environment
-    _RAW_ERRORS = ()
-
-
-def decode_value(raw: Any) -> Any:
-    """An OTLP/JSON AnyValue (camelCase, or Phoenix's snake_case) as a Python value.
-
-    ``raw`` is a parsed JSON object, or an unparsed ``msgspec.Raw`` slice (the fast decoder).
-    Common shapes take a fast path; everything else goes through ``otlp_json.decode_any_value``.
-    """
-    if type(raw) is _Raw:
-        try:
-            raw = _raw_decode(raw)
-        except _RAW_ERRORS:
-            try:
-                raw = _msgspec.load(raw)  # type: ignore[union-attr]  # what msgspec rejects and json accepts
-            except ValueError as error:
-                raise BadValue(f"{type(error).__name__}: {error}") from None
-    if not raw:
-        return None
-    if type(raw) is dict:
-        value = _fast(raw)
-        if value is not _SLOW:
-            return value
-    try:
-        value = decode_any_value(raw)
-        if value is None:
-            value = decode_any_value(_camel(raw))
-        return value
-    except (ValueError, TypeError, AttributeError, KeyError, binascii.Error, RecursionError) as error:
-        raise BadValue(f"{type(error).__name__}: {error}") from None
-
-
-@dataclass(slots=True, eq=False)
-class Source:
-    """One input file, as named in warnings."""
-
-    name: str
-    diagnostics: Diagnostics
-
-
-@dataclass(slots=True, eq=False)
-class Span:
-    """One span; ``attrs`` maps keys to raw AnyValues (decode with ``get``).
-
-    A raw value is a parsed JSON object (``json`` decoder) or an unparsed ``msgspec.Raw`` slice
-    (fast decoder); so are ``raw_events``. Read both through ``get`` (or the typed ``get_str``,
-    ``get_int``, ``get_bool``, ``get_number``, ``get_list``), ``has``, ``events`` and
-    ``event_attributes``, never directly, and the decoder makes no difference.
-    """
-
-    trace_id: str
-    span_id: str
-    parent_id: str
-    name: str
-    start: int
-    end: int
-    attrs: dict[str, Any]
-    raw_events: Any
-    local_root: bool
-    source: Source
-    line: int
-
-    @property
-    def where(self) -> str:
-        return f"{self.source.name}:{self.line}"
-
-    @property
-    def events(self) -> Any:
-        """The span's events as parsed JSON (normally a list of objects), or None."""
-        events = self.raw_events
-        if type(events) is _Raw:
-            try:
-                events = _msgspec.load(events)  # type: ignore[union-attr]
-            except ValueError:
-                events = None
-            self.raw_events = events = events or None
-        return events
-
-    def detach(self) -> None:
-        """Copy raw slices so the span no longer keeps the line it was read from in memory."""
-        detach = _msgspec.detach  # type: ignore[union-attr]
-        self.attrs = {key: detach(value) for key, value in self.attrs.items()}
-        self.raw_events = detach(self.raw_events)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        """The decoded value of attribute ``key``; a bad value is a warning and ``default``."""
-        raw = self.attrs.get(key)
-        if raw is None:
-            return default
-        # the common shapes inline (this is the report's hottest call); decode_value has the rest
-        if type(raw) is _Raw:
-            try:
-                raw = _raw_decode(raw)
-            except _RAW_ERRORS:
-                pass  # decode_value retries it with json, and says why when that fails too
-        if type(raw) is dict and raw:
-            value = raw.get("stringValue")
-            if value is not None and len(raw) == 1:
-                return value
-            value = _fast(raw)
-            if value is not _SLOW:
-                return value  # never None
-        try:
-            value = decode_value(raw)
-        except BadValue as error:
-            self.source.diagnostics.warn("bad attribute", self.where, f"span {self.span_id}: attribute {key} is not a valid value ({error}); ignored")
-            return default
-        return default if value is None else value
-
-    def has(self, key: str) -> bool:
-        return key in self.attrs
-
-    # Typed reads: the same results as ``get`` followed by a type check, faster for msgspec.Raw
-    # values of the canonical shape (see otlp_msgspec); every other value takes ``get``.
-    def get_str(self, key: str) -> str | None:
-        """The value of ``key`` if it is a string, else None."""
-        raw = self.attrs.get(key)
-        if raw is None:
-            return None
-        if type(raw) is _Raw:
-            try:
-                return _string_value(raw).stringValue
-            except _RAW_ERRORS:
-                pass
-        value = self.get(key)
-        return value if type(value) is str else None
-
-    def get_int(self, key: str) -> int | None:
-        """The value of ``key`` if it is an int (or an integral float), else None."""
-        raw = self.attrs.get(key)
-        if raw is None:
-            return None
-        if type(raw) is _Raw:
-            try:
-                return int(_int_value(raw).intValue)
-            except (*_RAW_ERRORS, ValueError):
-                pass
-        value = self.get(key)
-        if type(value) is int:
-            return value
-        if type(value) is float and value.is_integer():
-            return int(value)
-        return None
-
-    def get_bool(self, key: str) -> bool | None:
-        """The value of ``key`` if it is a bool, else None."""
-        raw = self.attrs.get(key)
-        if raw is None:
-            return None
-        if type(raw) is _Raw:
-            try:
-                return _bool_value(raw).boolValue
-            except _RAW_ERRORS:
-                pass
-        value = self.get(key)
-        return value if type(value) is bool else None
-
-    def get_number(self, key: str) -> Any:
-        """``get(key)``, faster for an int or a double (the recorded figures)."""
-        raw = self.attrs.get(key)
-        if raw is None:
-            return None
-        if type(raw) is _Raw:
-            try:
-                number = _number_value(raw)
-            except _RAW_ERRORS:
-                pass
-            else:
-                whole, double = number.intValue, number.doubleValue
-                if double is _UNSET:
-                    if whole is not _UNSET:
-                        try:
-                            return int(whole)
-                        except ValueError:
-                            pass
-                elif whole is _UNSET:
-                    return double
-        return self.get(key)
-
-    def get_list(self, key: str, kind: type = str) -> list[Any] | None:
-        """The value of ``key`` if it is a list (of any items), else None.
-
-        ``kind`` (str, int or bool) is the item type expected, which is tried first.
-        """
-        raw = self.attrs.get(key)
-        if raw is None:
-            return None
-        if type(raw) is _Raw:
-            try:
-                if kind is str:
-                    return [item.stringValue for item in _string_array(raw).arrayValue.values]
-                if kind is int:
-                    return [int(item.intValue) for item in _int_array(raw).arrayValue.values]
-                if kind is bool:
-                    return [item.boolValue for item in _bool_array(raw).arrayValue.values]
-            except (*_RAW_ERRORS, ValueError):
-                pass
-        value = self.get(key)
-        return value if type(value) is list else None
-
-    def get_aligned(self, key: str, kind: type, length: int) -> list[Any] | None:
-        """The value of ``key`` if it is a list of ``length`` items all of exactly type ``kind``
-        (str, int or bool; so no bools for int), else None: ``get_list`` and a check, in one."""
-        raw = self.attrs.get(key)
-        if raw is None:
-            return None
-        if type(raw) is _Raw:
-            try:
-                if kind is str:
-                    values = [item.stringValue for item in _string_array(raw).arrayValue.values]
-                elif kind is int:
-                    values = [int(item.intValue) for item in _int_array(raw).arrayValue.values]
-                else:
-                    values = [item.boolValue for item in _bool_array(raw).arrayValue.values]
-            except (*_RAW_ERRORS, ValueError):
-                pass
-            else:  # the typed decoders give exactly str, int and bool items
-                return values if len(values) == length else None
-        values = self.get(key)
-        if type(values) is not list or len(values) != length:
-            return None
-        for value in values:
-            if type(value) is not kind:
-                return None
-        return values
-
-    def event_attributes(self, name: str) -> Iterator[dict[str, Any]]:
-        """The decoded attributes of every event called ``name``."""
-        for event in self.events or ():
-            if isinstance(event, dict) and event.get("name") == name:
-                out = {}
-                for kv in event.get("attributes") or ():
-                    try:
-                        out[kv["key"]] = decode_value(kv.get("value"))
-                    except (BadValue, KeyError, TypeError):
-                        continue
-                yield out
-
-
-@dataclass(slots=True, eq=False)
-class Trace:
-    """The spans of one trace id, in arrival order. ``has_root``: a root span arrived."""
-
-    trace_id: str
-    spans: list[Span]
-    has_root: bool
-    evicted: bool = False
 
 
 @dataclass(slots=True, eq=False)
@@ -480,166 +131,6 @@ def resolve_inputs(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
             raise InputError(f"cannot read {path}: {error.strerror or error}") from None
         files.append(path)
     return files
-
-
-class _Lines:
-    """``readline(limit)``, ``read(size)`` and ``close()`` over a plain file, in large reads.
-
-    ``BufferedReader.readline`` scans for the line end byte by byte and regrows its result for
-    lines longer than its buffer; export lines are often megabytes long. Here the file is read
-    into one reusable buffer and lines are found with ``bytearray.find`` (memchr), so each line is
-    copied once, into the ``bytes`` returned.
-    """
-
-    __slots__ = ("_file", "_buffer", "_start", "_end", "_scanned", "_eof")
-
-    def __init__(self, file: IO[bytes], size: int = _READ_CHUNK) -> None:
-        self._file = file
-        self._buffer = bytearray(min(_READ_CHUNK, max(4096, size + 1)))  # small files, small buffer
-        self._start = 0  # the unread bytes are _buffer[_start:_end]
-        self._end = 0
-        self._scanned = 0  # _buffer[_start:_scanned] holds no newline
-        self._eof = False
-
-    def readline(self, limit: int) -> bytes:
-        while True:
-            buffer, start, end = self._buffer, self._start, self._end
-            stop = min(end, start + limit)
-            found = buffer.find(b"\n", max(start, self._scanned), stop)
-            if found >= 0:
-                stop = found + 1
-            elif stop - start < limit and not self._eof:
-                self._scanned = end
-                self._fill()
-                continue
-            self._start = self._scanned = stop
-            with memoryview(buffer) as view:
-                return bytes(view[start:stop])
-
-    def _fill(self) -> None:
-        """Read more: move the partial line to the front (growing the buffer if it is full)."""
-        buffer, start, end = self._buffer, self._start, self._end
-        if start:
-            buffer[: end - start] = buffer[start:end]
-            end -= start
-            self._scanned -= start
-            self._start = 0
-        if end == len(buffer):
-            buffer.extend(bytes(len(buffer)))
-        with memoryview(buffer) as view:
-            got = self._file.readinto(view[end:])
-        if got:
-            self._end = end + got
-        else:
-            self._end = end
-            self._eof = True
-
-    def read(self, size: int) -> bytes:
-        start, end = self._start, self._end
-        with memoryview(self._buffer) as view:
-            head = bytes(view[start : min(end, start + size)])
-        self._start = self._scanned = start + len(head)
-        if len(head) >= size or self._eof:
-            return head
-        self._start = self._end = self._scanned = 0
-        return head + self._file.read(size - len(head))
-
-    def close(self) -> None:
-        self._file.close()
-
-
-class _FinishedTraces:
-    """The ids of the last ``capacity`` finished traces, to recognise late spans.
-
-    Kept in flat arrays (an open-addressing table of positions in a ring of 32-byte ids) instead
-    of a set of strings: tens of thousands of long-lived small objects, scattered among the
-    millions of short-lived ones the reader allocates, slowed the whole report down by a fifth as
-    it went on (memory locality). Slots are found by the id string's own (cached) hash; exact: a
-    candidate is confirmed by comparing the id bytes. Ids
-    that are not 32 ASCII characters (hex trace ids are) go to a small ordered dict instead.
-    """
-
-    __slots__ = ("_capacity", "_mask", "_table", "_hashes", "_ids", "_next", "_full", "_other")
-    _WIDTH = 32
-
-    def __init__(self, capacity: int) -> None:
-        self._capacity = capacity = max(1, capacity)
-        size = 1 << max(4, (capacity * 3).bit_length())  # load factor under 1/3
-        self._mask = size - 1
-        self._table = array("q", [-1]) * size  # ring position of the id in each slot; -1: empty
-        self._hashes = array("q", [0]) * capacity  # hash(id string) at each ring position
-        self._ids = bytearray(self._WIDTH * capacity)
-        self._next = 0
-        self._full = False
-        self._other: OrderedDict[str, None] = OrderedDict()
-
-    def __contains__(self, trace_id: str) -> bool:
-        if len(trace_id) != self._WIDTH or not trace_id.isascii():
-            return trace_id in self._other
-        return self._find(hash(trace_id), trace_id) >= 0
-
-    def _find(self, h: int, trace_id: str) -> int:
-        """The table slot holding ``trace_id`` (whose hash is ``h``), or -1.
-
-        The str's own hash is used (cached on the string: the reader has already hashed it as a
-        dict key); the id is encoded only to confirm a candidate.
-        """
-        table, hashes, ids, mask, width = self._table, self._hashes, self._ids, self._mask, self._WIDTH
-        i = h & mask
-        key = None
-        while True:
-            position = table[i]
-            if position < 0:
-                return -1
-            if hashes[position] == h:
-                if key is None:
-                    key = trace_id.encode("ascii")
-                if ids[position * width : position * width + width] == key:
-                    return i
-            i = (i + 1) & mask
-
-    def add(self, trace_id: str) -> None:
-        if len(trace_id) != self._WIDTH or not trace_id.isascii():
-            self._other[trace_id] = None
-            if len(self._other) > self._capacity:
-                self._other.popitem(last=False)
-            return
-        h = hash(trace_id)
-        if self._find(h, trace_id) >= 0:
-            return
-        key = trace_id.encode("ascii")
-        position, width = self._next, self._WIDTH
-        if self._full:
-            self._remove(position)
-        self._ids[position * width : position * width + width] = key
-        self._hashes[position] = h
-        table, mask = self._table, self._mask
-        i = h & mask
-        while table[i] >= 0:
-            i = (i + 1) & mask
-        table[i] = position
-        self._next = position + 1
-        if self._next == self._capacity:
-            self._next, self._full = 0, True
-
-    def _remove(self, position: int) -> None:
-        """Drop the id at ring ``position`` from the table (linear probing, backward-shift deletion)."""
-        table, hashes, mask = self._table, self._hashes, self._mask
-        i = hashes[position] & mask
-        while table[i] != position:
-            i = (i + 1) & mask
-        j = i
-        while True:
-            j = (j + 1) & mask
-            moved = table[j]
-            if moved < 0:
-                break
-            home = hashes[moved] & mask
-            # move the entry back into the hole unless its home lies cyclically in (i, j]
-            if (i < j and (home <= i or home > j)) or (i > j and home <= i and home > j):
-                table[i] = moved
-                i = j
-        table[i] = -1
 
 
 def _hex_id(value: Any, hex_length: int) -> str:
@@ -696,7 +187,7 @@ class TraceReader:
         self._pending: dict[str, _Pending] = {}
         self._pending_spans = 0
         self._ready: deque[tuple[int, str]] = deque()
-        self._finished = _FinishedTraces(_FINISHED_MEMORY)
+        self._finished = FinishedTraces(_FINISHED_MEMORY)
 
     @staticmethod
     def total_bytes(files: Iterable[Path]) -> int:
@@ -943,8 +434,8 @@ class TraceReader:
         try:
             size = os.fstat(raw.fileno()).st_size
         except (OSError, ValueError):
-            size = _READ_CHUNK
-        return _Lines(raw, size), raw  # type: ignore[return-value]
+            size = READ_CHUNK
+        return Lines(raw, size), raw  # type: ignore[return-value]
 
     def _read_file(self, path: Path) -> Iterator[Trace]:
         stream, raw = self._open(path)

@@ -167,9 +167,9 @@ def test_prompt_not_captured_is_not_measurable(cli, tmp_path):
 
 
 def test_huge_prompt_is_skipped_with_a_warning(cli, tmp_path, monkeypatch):
-    from ragtrace.cli import traces
+    from ragtrace.cli import foreign
 
-    monkeypatch.setattr(traces, "MAX_PROMPT_CHARS", 1000)
+    monkeypatch.setattr(foreign, "MAX_PROMPT_CHARS", 1000)
     path = tmp_path / "oi.jsonl"
     openinference(path, prompt_text=_sources("d1", "d2") + "x" * 2000)
     row, err = _row(cli, path)

@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from ragtrace.cli import finished, linefile
 from ragtrace.cli import reader as reader_module
 from ragtrace.cli.diagnostics import Diagnostics
-from ragtrace.cli.reader import InputError, TraceReader, decode_value
+from ragtrace.cli.reader import InputError, TraceReader
+from ragtrace.cli.spans import decode_value
 
 from .conftest import by_query
 from .helpers import KNOWN, lines
@@ -253,10 +255,10 @@ def test_empty_file_is_zero_traces(cli, tmp_path):
 
 @pytest.mark.parametrize("chunk", [1, 2, 7, 64, 4096])
 def test_chunked_line_splitting_matches_readline(tmp_path, monkeypatch, chunk):
-    """Plain files are split into lines by _Lines (large reads + bytes.find): same lines as readline."""
+    """Plain files are split into lines by linefile.Lines (large reads + bytes.find): same lines as readline."""
     import random
 
-    monkeypatch.setattr(reader_module, "_READ_CHUNK", chunk)
+    monkeypatch.setattr(linefile, "READ_CHUNK", chunk)
     rng = random.Random(chunk)
     pieces = [b"x" * rng.choice([0, 1, 5, 30, 200]) for _ in range(60)]
     data = b"\n".join(pieces) + rng.choice([b"", b"\n", b"tail"])
@@ -265,25 +267,25 @@ def test_chunked_line_splitting_matches_readline(tmp_path, monkeypatch, chunk):
     for limit in (1, 3, 16, 1000):
         expected_stream = io.BytesIO(data)
         with open(path, "rb") as handle:
-            lines = reader_module._Lines(handle)
+            lines = linefile.Lines(handle)
             while True:
                 expected = expected_stream.readline(limit)
                 assert lines.readline(limit) == expected, limit
                 if not expected:
                     break
     with open(path, "rb") as handle:  # readline, then the rest at once (the single-document path)
-        lines = reader_module._Lines(handle)
+        lines = linefile.Lines(handle)
         first = lines.readline(1000)
         assert first + lines.read(len(data)) == data
     with open(path, "rb") as handle:
-        lines = reader_module._Lines(handle)
+        lines = linefile.Lines(handle)
         assert lines.read(5) == data[:5]
         assert lines.readline(1000) == io.BytesIO(data[5:]).readline(1000)
 
 
 @pytest.mark.parametrize("capacity", [1, 3, 100])
 def test_finished_trace_memory_is_an_exact_bounded_fifo(capacity):
-    """_FinishedTraces behaves as an OrderedDict of the last `capacity` ids (insertion order, no duplicates)."""
+    """FinishedTraces behaves as an OrderedDict of the last `capacity` ids (insertion order, no duplicates)."""
     import random
     from collections import OrderedDict
 
@@ -291,11 +293,11 @@ def test_finished_trace_memory_is_an_exact_bounded_fifo(capacity):
     ids = [f"{rng.getrandbits(128):032x}" for _ in range(300)]
     ids += ["short", "ünïcode-ids-of-thirty-two-chars!", "0" * 31, "x" * 40]  # not 32 ASCII characters
     ids += [ids[0][:-1] + ("0" if ids[0][-1] != "0" else "1")]  # one character away from a known id
-    finished, reference = reader_module._FinishedTraces(capacity), OrderedDict()
+    finished_ids, reference = finished.FinishedTraces(capacity), OrderedDict()
     for step in range(3000):
         trace_id = rng.choice(ids)
         if rng.random() < 0.5:
-            finished.add(trace_id)
+            finished_ids.add(trace_id)
             if trace_id not in reference:  # a trace id is finished once; adding it again is a no-op
                 reference[trace_id] = None
                 ascii32 = [k for k in reference if len(k) == 32 and k.isascii()]
@@ -304,4 +306,4 @@ def test_finished_trace_memory_is_an_exact_bounded_fifo(capacity):
                     while len(kept) > capacity:
                         del reference[kept.pop(0)]
         probe = rng.choice(ids)
-        assert (probe in finished) == (probe in reference), step
+        assert (probe in finished_ids) == (probe in reference), step

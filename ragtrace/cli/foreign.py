@@ -1,0 +1,296 @@
+"""Rows of traces from other instrumentations (OpenInference, OpenLLMetry, plain ``gen_ai.*``).
+
+They record no inclusion: the retrieved chunk text is located in the prompt (``assembly.locate``)
+and citations are parsed from the output (``parse_citations``), and every figure is marked
+*inferred*. When even that is impossible the row says why, and is not measurable.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from .._internal import names
+from .._internal.assembly import Placement, locate
+from .._internal.chunks import Chunk, to_chunk
+from .._internal.citations import parse_citations
+from .._internal.figures import Answer, compute
+from .row import (
+    SOURCE_GEN_AI,
+    SOURCE_OPENINFERENCE,
+    SOURCE_OPENLLMETRY,
+    SOURCE_UNKNOWN,
+    STATUS_INCOMPLETE,
+    STATUS_NO_CHUNK_TEXT,
+    STATUS_NO_PROMPT,
+    STATUS_NO_RAG_SPANS,
+    STATUS_PROMPT_TOO_LARGE,
+    Row,
+    end_order,
+    not_measurable,
+    retrieval_facts,
+)
+from .spans import Span, Trace
+
+MAX_PROMPT_CHARS = 1_000_000  # larger prompts are not searched (locate is linear but not free)
+_MAX_INDEXED = 10_000  # cap on flattened list attributes (retrieval.documents.{i}...)
+
+
+def foreign_row(trace: Trace) -> Row:
+    spans = trace.spans
+    roots = [s for s in spans if s.local_root]
+    anchor = min(roots or spans, key=lambda s: s.start or 0)
+    row = Row(trace.trace_id, anchor.span_id, anchor.where, time=anchor.start, inferred=True)
+    row.source = _source_of(spans)
+    row.pipeline = (
+        anchor.get_str(names.TRACELOOP_WORKFLOW_NAME) or anchor.get_str(names.GEN_AI_WORKFLOW_NAME) or anchor.name or None
+    )
+    query = anchor.get_str(names.OI_INPUT_VALUE) if roots else None
+
+    ordered = sorted(spans, key=end_order)
+    retrievals: list[list[Chunk]] = []
+    unreadable = 0
+    generations: list[Span] = []
+    for span in ordered:
+        documents = _documents(span)
+        if documents is not None:
+            chunks = []
+            for item in documents:
+                chunk = to_chunk(item, len(chunks) + 1)
+                if chunk is None:
+                    unreadable += 1
+                else:
+                    chunks.append(chunk)
+            retrievals.append(chunks)
+            top_k = span.get_int(names.GEN_AI_RETRIEVAL_TOP_K) or span.get_int(names.DB_VECTOR_QUERY_TOP_K)
+            if top_k is not None:
+                row.top_k = max(row.top_k or 0, top_k)
+            if query is None:
+                query = span.get_str(names.GEN_AI_RETRIEVAL_QUERY_TEXT) or span.get_str(names.OI_INPUT_VALUE)
+        elif _is_generation(span):
+            generations.append(span)
+    row.query = query
+    if row.source == SOURCE_UNKNOWN and not retrievals and not generations:
+        row.status = [STATUS_NO_RAG_SPANS]
+        return row
+
+    answers, contexts, reason = _infer(retrievals, generations, row)
+    result = compute(retrievals, answers, contexts=contexts, unreadable=unreadable)
+    retrieval_facts(row, retrievals, result, answers, contexts)
+    row.figures, row.status = result.values, list(result.status)
+    if reason is not None:
+        row.status = [s for s in row.status if s not in ("no_context", "no_answer")]
+        not_measurable(row, reason)
+    elif not trace.has_root:
+        not_measurable(row, STATUS_INCOMPLETE)
+    return row
+
+
+def _source_of(spans: Iterable[Span]) -> str:
+    found = SOURCE_UNKNOWN
+    for span in spans:
+        attrs = span.attrs
+        if names.OI_SPAN_KIND in attrs:
+            return SOURCE_OPENINFERENCE
+        if names.TRACELOOP_SPAN_KIND in attrs or names.LLM_REQUEST_TYPE in attrs or _indexed_key(names.GEN_AI_PROMPT, 0, names.LEGACY_MESSAGE_CONTENT) in attrs:
+            found = SOURCE_OPENLLMETRY
+        elif found == SOURCE_UNKNOWN and names.GEN_AI_OPERATION_NAME in attrs:
+            found = SOURCE_GEN_AI
+    return found
+
+
+def _indexed_key(prefix: str, index: int, suffix: str) -> str:
+    return names.indexed(prefix, index, suffix)
+
+
+def _documents(span: Span) -> list[dict[str, Any]] | None:
+    """The retrieved documents of a retrieval span of any known vocabulary, or None."""
+    attrs = span.attrs
+    kind = span.get(names.OI_SPAN_KIND)
+    if kind == names.OI_KIND_RERANKER:
+        return None
+    first_id = names.indexed(names.OI_RETRIEVAL_DOCUMENTS, 0, names.OI_DOCUMENT_ID)
+    first_content = names.indexed(names.OI_RETRIEVAL_DOCUMENTS, 0, names.OI_DOCUMENT_CONTENT)
+    if kind == names.OI_KIND_RETRIEVER or first_id in attrs or first_content in attrs:
+        documents = []
+        for index in range(_MAX_INDEXED):
+            keys = [names.indexed(names.OI_RETRIEVAL_DOCUMENTS, index, suffix) for suffix in (names.OI_DOCUMENT_ID, names.OI_DOCUMENT_CONTENT, names.OI_DOCUMENT_SCORE)]
+            if not any(key in attrs for key in keys):
+                break
+            documents.append({"id": span.get(keys[0]), "content": span.get(keys[1]), "score": span.get(keys[2])})
+        return documents
+    if names.GEN_AI_RETRIEVAL_DOCUMENTS in attrs or span.get(names.GEN_AI_OPERATION_NAME) == names.OP_RETRIEVAL:
+        raw = span.get(names.GEN_AI_RETRIEVAL_DOCUMENTS)
+        parsed = _json(raw, span, names.GEN_AI_RETRIEVAL_DOCUMENTS) if isinstance(raw, str) else raw
+        if isinstance(parsed, list):
+            return [item for item in parsed if item is not None]
+        return [] if raw is None and names.GEN_AI_RETRIEVAL_DOCUMENTS not in attrs else None
+    if names.DB_SYSTEM in attrs and span.events:
+        documents = []
+        for event in span.event_attributes(names.DB_QUERY_RESULT_EVENT):
+            ids, texts = event.get(names.DB_QUERY_RESULT_ID), event.get(names.DB_QUERY_RESULT_DOCUMENT)
+            scores = event.get(names.DB_QUERY_RESULT_SCORE)
+            if scores is None:
+                scores = event.get(names.DB_QUERY_RESULT_DISTANCE)
+            if isinstance(ids, list):  # one event holding parallel lists
+                for index, chunk_id in enumerate(ids):
+                    documents.append({"id": chunk_id, "content": _at(texts, index), "score": _at(scores, index)})
+            else:
+                documents.append({"id": ids, "content": texts, "score": scores})
+        return documents if documents else None
+    return None
+
+
+def _at(values: Any, index: int) -> Any:
+    return values[index] if isinstance(values, list) and index < len(values) else None
+
+
+def _json(text: Any, span: Span, key: str) -> Any:
+    if not isinstance(text, str):
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        span.source.diagnostics.warn("bad attribute", span.where, f"span {span.span_id}: {key} is not valid JSON; ignored")
+        return None
+
+
+def _is_generation(span: Span) -> bool:
+    attrs = span.attrs
+    if span.get(names.OI_SPAN_KIND) == names.OI_KIND_LLM:
+        return True
+    if span.get(names.GEN_AI_OPERATION_NAME) in names.GENERATION_OPERATIONS:
+        return True
+    if span.get(names.LLM_REQUEST_TYPE) in ("chat", "completion"):
+        return True
+    return (
+        names.GEN_AI_INPUT_MESSAGES in attrs
+        or _indexed_key(names.GEN_AI_PROMPT, 0, names.LEGACY_MESSAGE_CONTENT) in attrs
+        or _indexed_key(names.OI_LLM_INPUT_MESSAGES, 0, names.OI_MESSAGE_CONTENT) in attrs
+    )
+
+
+def _messages_from_indexed(span: Span, prefix: str, role_key: str, content_key: str) -> list[dict[str, Any]] | None:
+    messages = []
+    for index in range(_MAX_INDEXED):
+        content = span.get(names.indexed(prefix, index, content_key))
+        role = span.get(names.indexed(prefix, index, role_key))
+        if content is None and role is None:
+            break
+        messages.append({"role": role if isinstance(role, str) else "user", "content": content if isinstance(content, str) else ""})
+    return messages or None
+
+
+def _genai_messages(span: Span, key: str) -> list[dict[str, Any]] | None:
+    """GenAI ``{role, parts: [{type: text, content}]}`` messages (or ``{role, content}``) as chat messages."""
+    parsed = _json(span.get(key), span, key) if key in span.attrs else None
+    if not isinstance(parsed, list):
+        return None
+    messages = []
+    for message in parsed:
+        if not isinstance(message, dict):
+            continue
+        content = message.get("content")
+        if not isinstance(content, str):
+            pieces = []
+            for part in message.get("parts") or ():
+                if isinstance(part, dict) and isinstance(part.get("content"), str):
+                    pieces.append(part["content"])
+            content = "\n".join(pieces)
+        messages.append({"role": str(message.get("role") or "user"), "content": content})
+    return messages or None
+
+
+def _prompt(span: Span) -> Any:
+    """The prompt of a model call: chat messages or a string, or None."""
+    found = (
+        _messages_from_indexed(span, names.OI_LLM_INPUT_MESSAGES, names.OI_MESSAGE_ROLE, names.OI_MESSAGE_CONTENT)
+        or _genai_messages(span, names.GEN_AI_INPUT_MESSAGES)
+        or _messages_from_indexed(span, names.GEN_AI_PROMPT, names.LEGACY_MESSAGE_ROLE, names.LEGACY_MESSAGE_CONTENT)
+    )
+    if found is not None:
+        return found
+    value = span.get(names.OI_INPUT_VALUE)
+    if isinstance(value, str) and span.get(names.OI_INPUT_MIME_TYPE) == names.MIME_JSON:
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return value
+        messages = parsed.get("messages") if isinstance(parsed, dict) else parsed
+        if isinstance(messages, list) and all(isinstance(m, dict) for m in messages):
+            return [{"role": str(m.get("role") or "user"), "content": m.get("content") if isinstance(m.get("content"), str) else ""} for m in messages]
+    return value if isinstance(value, str) else None
+
+
+def _output(span: Span) -> str | None:
+    for messages in (
+        _messages_from_indexed(span, names.OI_LLM_OUTPUT_MESSAGES, names.OI_MESSAGE_ROLE, names.OI_MESSAGE_CONTENT),
+        _genai_messages(span, names.GEN_AI_OUTPUT_MESSAGES),
+        _messages_from_indexed(span, names.GEN_AI_COMPLETION, names.LEGACY_MESSAGE_ROLE, names.LEGACY_MESSAGE_CONTENT),
+    ):
+        if messages:
+            return "\n".join(m["content"] for m in messages if m["content"])
+    value = span.get(names.OI_OUTPUT_VALUE)
+    return value if isinstance(value, str) else None
+
+
+def _prompt_size(prompt: Any) -> int:
+    if isinstance(prompt, str):
+        return len(prompt)
+    return sum(len(m.get("content") or "") for m in prompt)
+
+
+def _infer(
+    retrievals: list[list[Chunk]], generations: list[Span], row: Row
+) -> tuple[list[Answer], list[list[Placement]], str | None]:
+    """Answers (and unanswered contexts) inferred by locating chunk text in the prompts.
+
+    Returns the reason the figures can't be inferred, when they can't.
+    """
+    if not retrievals:
+        return [], [], None  # compute says no_retrieval
+    unique: dict[str, Chunk] = {}
+    for retrieval in retrievals:
+        for chunk in retrieval:
+            if chunk.content and chunk.id not in unique:
+                unique[chunk.id] = chunk
+    if not any(retrievals):
+        return [], [], None  # compute says empty_retrieval
+    if not unique:
+        return [], [], STATUS_NO_CHUNK_TEXT
+    chunks = sorted(unique.values(), key=lambda c: c.rank)
+
+    located = []  # (generation span, record)
+    too_large = False
+    for span in generations:
+        prompt = _prompt(span)
+        if prompt is None:
+            continue
+        if _prompt_size(prompt) > MAX_PROMPT_CHARS:
+            too_large = True
+            span.source.diagnostics.warn(
+                "huge attribute",
+                span.where,
+                f"span {span.span_id}: prompt of {_prompt_size(prompt):,} characters is too large to search for chunks; skipped",
+            )
+            continue
+        located.append((span, locate(chunks, prompt)))
+    if not located:
+        return [], [], STATUS_PROMPT_TOO_LARGE if too_large else STATUS_NO_PROMPT
+
+    with_chunks = [(span, record) for span, record in located if record.placements]
+    chosen = with_chunks or [located[-1]]
+    answers: list[Answer] = []
+    contexts: list[list[Placement]] = []
+    for span, record in chosen:
+        text = _output(span)
+        if text is None:
+            contexts.append(record.placements)
+            continue
+        citations = parse_citations(text, record.label_map())
+        answers.append(Answer(record.placements, citations.cited_ids, citations.invalid_count))
+        row.answers += 1
+        if not citations.conformant:
+            row.nonconformant += 1
+    return answers, ([] if answers else contexts), None

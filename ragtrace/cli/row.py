@@ -1,0 +1,99 @@
+"""One pipeline run as the report sees it (``Row``), and what both ways of building rows share.
+
+``traces`` builds rows from ragtrace's own spans, ``foreign`` from other instrumentations' spans.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._internal import names
+from .._internal.assembly import Placement
+from .._internal.chunks import Chunk
+from .._internal.figures import Answer, Figures
+from .spans import Span
+
+SOURCE_RAGTRACE = "ragtrace"
+SOURCE_OPENINFERENCE = "openinference"
+SOURCE_OPENLLMETRY = "openllmetry"
+SOURCE_GEN_AI = "gen_ai"
+SOURCE_UNKNOWN = "unknown"
+
+# reasons a row is not (fully) measurable, besides the statuses of figures.compute
+STATUS_INCOMPLETE = "incomplete_trace"
+STATUS_ATTRIBUTES_LOST = "attributes_missing"
+STATUS_SPANS_MISSING = "spans_missing"
+STATUS_NO_CHUNK_TEXT = "chunk_text_unavailable"
+STATUS_NO_PROMPT = "prompt_unavailable"
+STATUS_PROMPT_TOO_LARGE = "prompt_too_large"
+STATUS_NO_RAG_SPANS = "no_rag_spans"
+
+
+@dataclass(slots=True)
+class Row:
+    """One pipeline run: the figures and what the report groups and recommends on."""
+
+    trace_id: str
+    span_id: str
+    where: str
+    time: int = 0  # start of the run, unix nanoseconds (0: unknown)
+    pipeline: str | None = None
+    labels: dict[str, Any] = field(default_factory=dict)  # rag.pipeline.<key> -> value, by key
+    query: str | None = None
+    query_id: str | None = None
+    query_hash: str | None = None
+    content_mode: str | None = None
+    source: str = SOURCE_RAGTRACE
+    inferred: bool = False
+    figures: dict[str, Any] = field(default_factory=dict)
+    status: list[str] = field(default_factory=list)
+    answers: int = 0
+    nonconformant: int = 0  # answers with no parseable citation
+    retrievals: int = 0
+    empty_retrievals: int = 0
+    retrieved_items: int = 0  # chunks returned, duplicates included
+    top_k: int | None = None
+    retrieved_ids: list[str] = field(default_factory=list)  # best rank first
+    placed_depth: int | None = None  # deepest retrieval rank that reached the prompt
+    mismatches: list[str] = field(default_factory=list)  # figures that differ from the recorded ones
+
+    @property
+    def measurable(self) -> bool:
+        return names.METRIC_RECALL_PROXY in self.figures
+
+
+def end_order(span: Span) -> tuple[int, int]:
+    return (span.end or span.start, span.start)
+
+
+def retrieval_facts(
+    row: Row,
+    retrievals: list[list[Chunk]],
+    result: Figures,
+    answers: Sequence[Answer],
+    unanswered: Sequence[Sequence[Placement]],
+) -> None:
+    row.retrievals = len(retrievals)
+    row.empty_retrievals = sum(1 for r in retrievals if not r)
+    row.retrieved_items = sum(len(r) for r in retrievals)
+    best: dict[str, int] = {}
+    for retrieval in retrievals:
+        for chunk in retrieval:
+            known = best.get(chunk.id)
+            if known is None or chunk.rank < known:
+                best[chunk.id] = chunk.rank
+    row.retrieved_ids = sorted(best, key=best.__getitem__)  # stable: equal ranks stay in first-seen order
+    placed = {p.chunk_id for a in answers if a.placements is not None for p in a.placements}
+    placed.update(p.chunk_id for placements in unanswered for p in placements)
+    depths = [best[c] for c in placed if c in best]
+    row.placed_depth = max(depths) if depths else None
+
+
+def not_measurable(row: Row, reason: str) -> None:
+    """Keep the sizes, drop every ratio: a partial trace must not look like a measurement."""
+    for metric in names.PROXY_METRICS + (names.METRIC_WASTED_CONTEXT_TOKENS, names.METRIC_CITED_POSITIONS):
+        row.figures.pop(metric, None)
+    if reason not in row.status:
+        row.status.insert(0, reason)
