@@ -163,20 +163,23 @@ def to_chunk(item: Any, rank: int, accessors: Accessors = NO_ACCESSORS) -> Chunk
 def _plain_dict_chunk(item: dict[str, Any], chunk_id: str, text: str, rank: int, score: Any) -> Chunk:
     """The common shape, ``{"id": str, "content": str, ...}``, read without the generic checks
     (same result: these keys come first in the alias lists)."""
+    if len(item) == 2 or (len(item) == 3 and "score" in item):  # nothing but id, content (, score)
+        if score is None:
+            score = item.get("score")
+        return Chunk(chunk_id, rank, _finite(score), text, None, None, content_hash(text))
     if score is None:
         score = _first(item, _SCORE_KEYS)
         if score is None:
             score = _first(item, _DISTANCE_KEYS)
     metadata = _first(item, _METADATA_KEYS)
-    tokens = _first(item, _TOKEN_KEYS)
     return Chunk(
-        id=chunk_id,
-        rank=rank,
-        score=_finite(score),
-        content=text,
-        metadata=metadata if isinstance(metadata, Mapping) else None,
-        tokens=_token_count(tokens),
-        content_hash=content_hash(text),
+        chunk_id,
+        rank,
+        _finite(score),
+        text,
+        metadata if isinstance(metadata, Mapping) else None,
+        _token_count(_first(item, _TOKEN_KEYS)),
+        content_hash(text),
     )
 
 
@@ -242,6 +245,8 @@ def _is_number(value: Any) -> bool:
 
 
 def _finite(value: Any) -> float | None:
+    if type(value) is float:
+        return value if math.isfinite(value) else None
     try:
         value = float(value)  # also numpy floats, Decimals, numeric strings
     except Exception:  # noqa: BLE001 - not a number, an int beyond float range, a raising __float__

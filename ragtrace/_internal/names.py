@@ -227,6 +227,16 @@ def indexed(prefix: str, index: int, suffix: str) -> str:
     return f"{prefix}.{index}.{suffix}"
 
 
+@lru_cache(maxsize=1024)
+def document_keys(prefix: str, index: int) -> tuple[str, str, str]:
+    """The id, score and content keys of OpenInference's document ``index`` under ``prefix``."""
+    return (
+        indexed(prefix, index, OI_DOCUMENT_ID),
+        indexed(prefix, index, OI_DOCUMENT_SCORE),
+        indexed(prefix, index, OI_DOCUMENT_CONTENT),
+    )
+
+
 # --- read, not emitted: other instrumentations' attributes, for the CLI's inferred mode ----------
 # ``ragtrace report`` reads these from traces that other tools produced, to infer inclusion and
 # citations for them. ragtrace never emits them, so they are not in ``ATTRIBUTES`` below.

@@ -165,14 +165,15 @@ def _with_id(chunk: Chunk, chunk_id: str) -> Chunk:
 def _oi_documents(stage: Stage, prefix: str, chunks: Sequence[Chunk]) -> None:
     """OpenInference's flattened document list, capped so the attribute limit is not exhausted."""
     assert stage.attrs is not None
-    policy, limit = stage.config.content, stage.config.max_content_chars
+    allowed, limit = stage.config.content.text, stage.config.max_content_chars
     values: dict[str, Any] = {}
     for index, chunk in enumerate(chunks[: stage.config.max_documents]):
-        values[names.indexed(prefix, index, names.OI_DOCUMENT_ID)] = chunk.id
-        values[names.indexed(prefix, index, names.OI_DOCUMENT_SCORE)] = chunk.score
-        content = policy.text(chunk.content) if chunk.content is not None else None
+        id_key, score_key, content_key = names.document_keys(prefix, index)
+        values[id_key] = chunk.id
+        values[score_key] = chunk.score
+        content = allowed(chunk.content)
         if content is not None:
-            values[names.indexed(prefix, index, names.OI_DOCUMENT_CONTENT)] = trim_text(content, limit)
+            values[content_key] = trim_text(content, limit)
     stage.attrs.set_many(values)
 
 

@@ -40,8 +40,11 @@ def value_length_limit(span: Span) -> int | None:
     return None
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=str)
+
+
 def compact_json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=str)
+    return _ENCODER.encode(value)
 
 
 def json_list_within(items: Sequence[Any], limit: int | None) -> str | None:
