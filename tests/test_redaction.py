@@ -11,7 +11,6 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 

@@ -29,7 +29,6 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import ragtrace
-from ragtrace._internal import names
 
 from .phoenix import PROJECT_NAME_ATTRIBUTE, PhoenixServer, otlp_attributes
 
