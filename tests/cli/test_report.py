@@ -244,3 +244,23 @@ def test_rows_build_chunks_and_placements_in_field_order():
     assert [f.name for f in dataclasses.fields(Placement)] == [
         "chunk_id", "position", "label", "start", "end", "tokens", "truncated", "message_index", "content_hash"
     ]
+
+
+def test_rich_terminal_table_when_stdout_is_a_terminal(cli, tmp_path, monkeypatch):
+    """With rich installed and a terminal on stdout the tables are rich's; trace text is never markup."""
+    import sys
+
+    import rich  # noqa: F401 - in the test extra: this path must run, not be skipped
+
+    path = tmp_path / "markup.jsonl"
+    provider = provider_to(path)
+    pipeline(provider, "support-qa", "why [bold]is[/bold] this [1] odd?", ["d1", "d2"], ["d1"], "[1]")
+    provider.shutdown()
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setenv("COLUMNS", "250")  # wide enough that rich doesn't wrap the query cell
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    out = cli("report", path).out
+    assert "┃" in out or "│" in out  # rich drew the table
+    assert "why [bold]is[/bold] this [1] odd?" in out  # shown literally, not as markup
+    plain = cli("report", "--plain", path).out
+    assert "┃" not in plain and "│" not in plain and "why [bold]is[/bold] this [1] odd?" in plain
