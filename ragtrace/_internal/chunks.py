@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,32 +85,33 @@ def normalize(items: Any, accessors: Accessors = NO_ACCESSORS, *, start_rank: in
         return Normalized([])
     if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
         items = (items,)
+    failures: list[BaseException] = []
+    # lists and tuples can't raise midway: only other iterables pay for guarded iteration
+    source = items if type(items) is list or type(items) is tuple else _until_failure(items, failures)
     chunks: list[Chunk] = []
     unreadable = 0
-    if type(items) is list or type(items) is tuple:  # can't raise midway: no guarded iteration
-        for item in items:
-            chunk = to_chunk(item, start_rank + len(chunks), accessors)
-            if chunk is None:
-                unreadable += 1
-            else:
-                chunks.append(chunk)
-        return Normalized(chunks, unreadable)
-    iterator = iter(items)
-    while True:
-        try:
-            item = next(iterator)
-        except StopIteration:
-            break
-        except Exception as error:  # noqa: BLE001 - the caller's iterable failed midway
-            warn_once("iterable", "a result iterable raised %s midway; kept the items read before it", type(error).__name__)
-            unreadable += 1
-            break
+    for item in source:
         chunk = to_chunk(item, start_rank + len(chunks), accessors)
         if chunk is None:
             unreadable += 1
         else:
             chunks.append(chunk)
-    return Normalized(chunks, unreadable)
+    return Normalized(chunks, unreadable + len(failures))
+
+
+def _until_failure(items: Iterable[Any], failures: list[BaseException]) -> Iterator[Any]:
+    """The caller's items until its iterator raises; the failure is warned about and kept."""
+    iterator = iter(items)
+    while True:
+        try:
+            item = next(iterator)
+        except StopIteration:
+            return
+        except Exception as error:  # noqa: BLE001 - the caller's iterable failed midway
+            warn_once("iterable", "a result iterable raised %s midway; kept the items read before it", type(error).__name__)
+            failures.append(error)
+            return
+        yield item
 
 
 def to_chunk(item: Any, rank: int, accessors: Accessors = NO_ACCESSORS) -> Chunk | None:
