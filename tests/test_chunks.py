@@ -339,3 +339,18 @@ def test_no_accessors_means_the_shared_empty_instance():
     assert ragtrace.retrieve("q").accessors is NO_ACCESSORS
     assert ragtrace.rerank("m").accessors is NO_ACCESSORS
     assert ragtrace.assemble().builder.accessors is NO_ACCESSORS
+
+
+def test_an_iterable_that_fails_midway_keeps_what_it_gave(caplog):
+    def results():
+        yield {"id": "a", "content": PARIS}
+        yield {"id": "b", "content": "alpha text"}
+        raise ConnectionError("vector store went away")
+
+    with caplog.at_level("WARNING", logger="ragtrace"):
+        normalized = normalize(results())
+        again = normalize(results())
+    assert [c.id for c in normalized.chunks] == ["a", "b"] and normalized.unreadable == 1
+    assert [c.id for c in again.chunks] == ["a", "b"] and again.unreadable == 1
+    warnings = [r.getMessage() for r in caplog.records]
+    assert warnings == ["ragtrace: a result iterable raised ConnectionError midway; kept the items read before it"]  # once
