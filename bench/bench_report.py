@@ -1,36 +1,48 @@
-"""Streaming speed and memory of ``ragtrace report``: spans per second and peak RSS at two input sizes, per JSON decoder.
+"""Streaming speed and memory of ``ragtrace report``: spans per second and peak RSS at two input sizes, per build and JSON decoder.
 
 Generates OTLP/JSON lines the way a BatchSpanProcessor + JsonLinesExporter would write them (one
 export request of up to 512 spans per line), from real ragtrace pipelines run once through the SDK
 and cloned with fresh trace and span ids: 6 spans per trace (pipeline, embed, retrieve, rerank,
 assemble, generate), so 1,000,000 spans are about 167k traces. Each size is read in a fresh child
 process (reader + per-run rows + aggregation, the whole report minus printing), on one core, once
-per JSON decoder: ``msgspec`` (in the ``cli`` extra, what ``ragtrace report`` uses when it is
-installed) and the standard library's ``json`` (the fallback).
+per build and JSON decoder. Builds: ``compiled``, the repo tree as it is, with the report path's
+modules (ragtrace/cli/compiled.py) compiled by Cython into extension modules (the optional build in
+setup.py: ``make test`` or ``python setup.py build_ext --inplace``; skipped, and said so, when they
+are not built here), and ``pure``, a copy of ``ragtrace/`` without the extension modules: what runs
+when there is no compiler or Cython, or with ``RAGTRACE_NO_EXTENSIONS=1`` at install time. Each
+child reports the build it ran, and both builds must agree on runs, spans, traces and median
+recall (the run stops with exit status 2 otherwise). Decoders: ``msgspec`` (in the ``cli`` extra,
+what ``ragtrace report`` uses when it is installed) and the standard library's ``json`` (the
+fallback).
 
-    .venv/bin/python bench/bench_report.py                   # 250k and 1M spans, both decoders
+    .venv/bin/python bench/bench_report.py                   # 250k and 1M spans, both builds, both decoders
     .venv/bin/python bench/bench_report.py --sizes 100000    # quicker
     .venv/bin/python bench/bench_report.py --decoders json   # one decoder
+    .venv/bin/python bench/bench_report.py --builds pure     # one build
     .venv/bin/python bench/bench_report.py --keep DIR        # keep the generated files
 
 Target: >= 50,000 spans/s; peak RSS flat in input size. Throughput is reported per CPU-second of
 the reading process (its own CPU time, so other load on the machine doesn't count against it) and
 per wall-clock second. Each generated file is flushed to disk (fsync) before it is read. The
-verdict (and the exit status: 1 on a miss) is for the decoder
-``ragtrace report`` picks by default here; the other one's figures are printed beside it.
+verdict (and the exit status: 1 on a miss) is for the build and decoder ``ragtrace report`` uses by
+default here (compiled when it is built here); the others' figures are printed beside it, with the
+compiled/pure speed ratio per decoder and size.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NoReturn
 
 TARGET_SPANS_PER_SECOND = 50_000
 SPANS_PER_LINE = 512
@@ -111,9 +123,10 @@ def generate(path: Path, spans: int, workdir: Path, content: str = "full") -> in
     return written
 
 
-def measure(path: Path, decoder: str) -> dict:
-    """Read and aggregate ``path`` in this process; the numbers for one size and decoder."""
-    sys.path.insert(0, str(_ROOT))
+def measure(path: Path, decoder: str, root: Path) -> dict:
+    """Read and aggregate ``path`` in this process, with ragtrace from ``root``; the numbers for one size, build and decoder."""
+    sys.path.insert(0, str(root))
+    from ragtrace.cli.compiled import build
     from ragtrace.cli.diagnostics import Diagnostics
     from ragtrace.cli.report import ReadOptions, run_report
     from ragtrace.cli.settings import Settings
@@ -127,6 +140,7 @@ def measure(path: Path, decoder: str) -> dict:
     cpu = time.process_time() - cpu_started
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return {
+        "build": build(),
         "decoder": decoder,
         "spans": result.stats.spans,
         "traces": result.stats.traces,
@@ -142,22 +156,43 @@ def measure(path: Path, decoder: str) -> dict:
     }
 
 
+def _fail(message: str) -> NoReturn:
+    """A figure that can't be trusted: say why and stop with exit status 2."""
+    print(f"bench_report: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="250000,1000000", help="span counts, comma-separated")
     parser.add_argument("--keep", metavar="DIR", help="write the generated files here and keep them")
     parser.add_argument("--content", choices=("full", "redact"), default="full", help="content mode of the generated traces (default: full, the SDK default)")
     parser.add_argument("--decoders", default="msgspec,json", help="JSON decoders to measure, comma-separated (default: msgspec,json)")
+    parser.add_argument("--builds", default="compiled,pure", help="builds of the report path to measure, comma-separated (default: compiled,pure)")
     parser.add_argument("--measure", metavar="FILE", help=argparse.SUPPRESS)  # child mode
     parser.add_argument("--decoder", default="auto", help=argparse.SUPPRESS)  # child mode
+    parser.add_argument("--root", default=str(_ROOT), help=argparse.SUPPRESS)  # child mode: where ragtrace is imported from
     args = parser.parse_args()
     if args.measure:
-        print(json.dumps(measure(Path(args.measure), args.decoder)))
+        print(json.dumps(measure(Path(args.measure), args.decoder, Path(args.root))))
         return 0
 
     sys.path.insert(0, str(_ROOT))
+    from ragtrace.cli import compiled
     from ragtrace.cli.reader import AUTO_DECODER, fast_decoder_available
 
+    # what each child must report having run (ragtrace.cli.compiled.build())
+    expected = {"compiled": compiled.COMPILED, "pure": compiled.PURE}
+    here = compiled.build()
+    default_build = "compiled" if here == compiled.COMPILED else "pure"
+    builds = [b.strip() for b in args.builds.split(",") if b.strip()]
+    if set(builds) - set(expected):
+        parser.error(f"--builds: expected compiled and/or pure, got {args.builds!r}")
+    if "compiled" in builds and default_build != "compiled":
+        print(f"compiled: not built here (the report path is {here}; run make test or `python setup.py build_ext --inplace`): skipped")
+        builds.remove("compiled")
+    if not builds:
+        _fail("no build left to measure")
     decoders = [d.strip() for d in args.decoders.split(",") if d.strip()]
     if "msgspec" in decoders and not fast_decoder_available():
         print("msgspec is not installed (pip install 'ragtrace[cli]'): measuring json only", file=sys.stderr)
@@ -165,47 +200,70 @@ def main() -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
     workdir = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="ragtrace-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
+    same = ("runs", "spans", "traces", "recall_p50")  # what both builds must agree on, per file and decoder
     rows = []
+    # the pure build: the same sources without the extension modules, first on the child's sys.path
+    # (ahead of the editable install's finder, which setuptools appends to sys.meta_path)
+    roots = {"compiled": _ROOT, "pure": Path(tempfile.mkdtemp(prefix="ragtrace-pure-"))}
     try:
+        if "pure" in builds:
+            shutil.copytree(_ROOT / "ragtrace", roots["pure"] / "ragtrace", ignore=shutil.ignore_patterns("*.so", "*.c", "__pycache__"))
         for size in sizes:
             path = workdir / f"spans-{size}.jsonl"
             started = time.perf_counter()
             written = generate(path, size, workdir, args.content)
             print(f"generated {written:,} spans ({path.stat().st_size / 1_048_576:,.0f} MB) in {time.perf_counter() - started:.1f} s", file=sys.stderr)
-            for decoder in decoders:
+            measured = []
+            for build, decoder in itertools.product(builds, decoders):
                 child = subprocess.run(
-                    [sys.executable, __file__, "--measure", str(path), "--decoder", decoder],
+                    [sys.executable, __file__, "--measure", str(path), "--decoder", decoder, "--root", str(roots[build])],
                     capture_output=True, text=True, check=True, env={**os.environ, "PYTHONHASHSEED": "0"},
                 )
-                rows.append(json.loads(child.stdout))
+                row = json.loads(child.stdout)
+                if row["build"] != expected[build]:
+                    _fail(f"asked for the {build} build, but the child's report path was {row['build']}")
+                measured.append({**row, "build": build})
+            for decoder in decoders:
+                figures = {row["build"]: [row[key] for key in same] for row in measured if row["decoder"] == decoder}
+                if len({tuple(values) for values in figures.values()}) > 1:
+                    _fail(f"the builds disagree on {'/'.join(same)} for {path.name} with {decoder}: {figures}")
+            rows += measured
             if not args.keep:
                 path.unlink()
     finally:
+        shutil.rmtree(roots["pure"])
         if not args.keep:
             for leftover in workdir.iterdir():
                 leftover.unlink()
             workdir.rmdir()
 
     print(f"content mode: {args.content}; CPython {sys.version.split()[0]}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-    print(f"{'decoder':>8} {'spans':>10} {'traces':>9} {'MB':>6} {'B/span':>7} {'wall s':>7} {'CPU s':>7} {'spans/CPU-s':>12} {'spans/wall-s':>13} {'peak RSS MB':>12}")
-    for row in sorted(rows, key=lambda r: (decoders.index(r["decoder"]), r["spans"])):
+    print(f"{'build':>8} {'decoder':>8} {'spans':>10} {'traces':>9} {'MB':>6} {'B/span':>7} {'wall s':>7} {'CPU s':>7} {'spans/CPU-s':>12} {'spans/wall-s':>13} {'peak RSS MB':>12}")
+    for row in sorted(rows, key=lambda r: (builds.index(r["build"]), decoders.index(r["decoder"]), r["spans"])):
         print(
-            f"{row['decoder']:>8} {row['spans']:>10,} {row['traces']:>9,} {row['bytes'] / 1_048_576:>6,.0f} {row['bytes'] / row['spans']:>7,.0f} "
+            f"{row['build']:>8} {row['decoder']:>8} {row['spans']:>10,} {row['traces']:>9,} {row['bytes'] / 1_048_576:>6,.0f} {row['bytes'] / row['spans']:>7,.0f} "
             f"{row['seconds']:>7.1f} {row['cpu_seconds']:>7.1f} {row['spans_per_cpu_second']:>12,.0f} {row['spans_per_second']:>13,.0f} {row['peak_rss_mb']:>12.1f}"
         )
     missed = False
-    for decoder in decoders:
-        mine = sorted((r for r in rows if r["decoder"] == decoder), key=lambda r: r["spans"])
+    for build, decoder in itertools.product(builds, decoders):
+        mine = sorted((r for r in rows if (r["build"], r["decoder"]) == (build, decoder)), key=lambda r: r["spans"])
         slowest = min(row["spans_per_cpu_second"] for row in mine)
         verdict = "meets" if slowest >= TARGET_SPANS_PER_SECOND else "MISSES"
-        default = decoder == AUTO_DECODER
-        note = " (the default here)" if default else " (the fallback, for reference)" if decoder == "json" else ""
-        line = f"{decoder}{note}: slowest {slowest:,.0f} spans per CPU-second: {verdict} the {TARGET_SPANS_PER_SECOND:,} spans/s target on one core"
+        default = (build, decoder) == (default_build, AUTO_DECODER)
+        note = " (the default here)" if default else " (for reference)"
+        line = f"{build} build, {decoder}{note}: slowest {slowest:,.0f} spans per CPU-second: {verdict} the {TARGET_SPANS_PER_SECOND:,} spans/s target on one core"
         if len(mine) > 1:
             line += f"; peak RSS grows {mine[-1]['peak_rss_mb'] - mine[0]['peak_rss_mb']:+.1f} MB from {mine[0]['spans']:,} to {mine[-1]['spans']:,} spans"
         print(line)
         if default and slowest < TARGET_SPANS_PER_SECOND:
             missed = True
+    if len(builds) == 2:
+        speed = {(r["build"], r["decoder"], r["spans"]): r["spans_per_cpu_second"] for r in rows}
+        ratios = [
+            f"{decoder} {speed['compiled', decoder, spans] / speed['pure', decoder, spans]:.2f}x at {spans:,} spans"
+            for decoder in decoders for spans in sorted({r["spans"] for r in rows})
+        ]
+        print(f"compiled/pure speed (spans per CPU-second, side by side in this run): {', '.join(ratios)}")
     return 1 if missed else 0
 
 
