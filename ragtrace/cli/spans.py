@@ -124,6 +124,7 @@ if _msgspec is not None:
     _RAW_ERRORS: tuple[type[Exception], ...] = (_msgspec.DecodeError, _msgspec.ValidationError)
 else:  # pragma: no cover - depends on the environment
     _RAW_ERRORS = ()
+_RAW_OR_VALUE_ERRORS = (*_RAW_ERRORS, ValueError)  # a tuple, not a starred except clause: Cython compiles this module
 
 
 def decode_value(raw: Any) -> Any:
@@ -258,7 +259,7 @@ class Span:
         if type(raw) is _Raw:
             try:
                 return int(_int_value(raw).intValue)
-            except (*_RAW_ERRORS, ValueError):
+            except _RAW_OR_VALUE_ERRORS:
                 pass
         value = self.get(key)
         if type(value) is int:
@@ -318,7 +319,7 @@ class Span:
                     return [int(item.intValue) for item in _int_array(raw).arrayValue.values]
                 if kind is bool:
                     return [item.boolValue for item in _bool_array(raw).arrayValue.values]
-            except (*_RAW_ERRORS, ValueError):
+            except _RAW_OR_VALUE_ERRORS:
                 pass
         value = self.get(key)
         return value if type(value) is list else None
@@ -337,7 +338,7 @@ class Span:
                     values = [int(item.intValue) for item in _int_array(raw).arrayValue.values]
                 else:
                     values = [item.boolValue for item in _bool_array(raw).arrayValue.values]
-            except (*_RAW_ERRORS, ValueError):
+            except _RAW_OR_VALUE_ERRORS:
                 pass
             else:  # the typed decoders give exactly str, int and bool items
                 return values if len(values) == length else None

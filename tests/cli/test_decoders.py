@@ -50,7 +50,8 @@ def _bench_lines(path: Path) -> None:
     bench_report.generate(path, 3000, path.parent)
 
 
-def _fixtures(tmp_path: Path) -> dict[str, list[Path]]:
+def fixture_inputs(tmp_path: Path) -> dict[str, list[Path]]:
+    """Every input shape the report reads, by name (test_compiled.py reads them too)."""
     known = tmp_path / "known.jsonl"
     write_known(known)
     collector, phoenix, pretty = tmp_path / "collector.jsonl", tmp_path / "phoenix.json", tmp_path / "pretty.json"
@@ -86,7 +87,7 @@ def _fixtures(tmp_path: Path) -> dict[str, list[Path]]:
 
 
 def test_every_fixture_gives_the_same_report(tmp_path, capsys):
-    for name, paths in _fixtures(tmp_path).items():
+    for name, paths in fixture_inputs(tmp_path).items():
         with_json = _report(paths, "json", capsys, "--max-warnings", "1000")
         with_msgspec = _report(paths, "msgspec", capsys, "--max-warnings", "1000")
         assert with_json == with_msgspec, name

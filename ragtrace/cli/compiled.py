@@ -1,0 +1,40 @@
+"""The optional compiled build of the report path: which modules it covers, and whether they are compiled here.
+
+These modules are plain Python. When Cython and a C compiler are there at install time,
+``setup.py`` also compiles them, unchanged, into extension modules that Python imports in their
+place: the same results, warnings and output (the tests compare both builds byte for byte), only
+faster (``bench/bench_report.py`` measures both side by side). Without a compiler, or with
+``RAGTRACE_NO_EXTENSIONS=1`` at install time, the pure-Python modules run.
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.machinery import EXTENSION_SUFFIXES
+
+# The report path: reading, per-run rows, figures and aggregation. setup.py compiles these.
+MODULES = (
+    "ragtrace.cli.linefile",
+    "ragtrace.cli.finished",
+    "ragtrace.cli.spans",
+    "ragtrace.cli.reader",
+    "ragtrace.cli.row",
+    "ragtrace.cli.traces",
+    "ragtrace.cli.foreign",
+    "ragtrace.cli.aggregate",
+    "ragtrace._internal.figures",
+)
+
+COMPILED, PURE, MIXED = "compiled", "pure Python", "partly compiled"
+
+
+def is_compiled(module_name: str) -> bool:
+    """Whether ``module_name`` was imported from an extension module rather than its ``.py`` source."""
+    path = getattr(importlib.import_module(module_name), "__file__", None) or ""
+    return path.endswith(tuple(EXTENSION_SUFFIXES))
+
+
+def build() -> str:
+    """``"compiled"``, ``"pure Python"``, or ``"partly compiled"`` (a failed or stale build)."""
+    compiled = [is_compiled(name) for name in MODULES]
+    return COMPILED if all(compiled) else PURE if not any(compiled) else MIXED
