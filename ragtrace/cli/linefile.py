@@ -1,14 +1,18 @@
 """Plain files split into lines in large reads: what the report reads export lines with.
 
 ``BufferedReader.readline`` scans for the line end byte by byte and regrows its result for lines
-longer than its buffer, and export lines are often megabytes long.
+longer than its buffer, and export lines are often megabytes long. Large files (``DROP_CACHE_BYTES``
+and up, read from their start) also hand their pages back to the kernel as they are read.
 """
 
 from __future__ import annotations
 
+import os
 from typing import IO
 
 READ_CHUNK = 4 << 20  # plain files are read in chunks this large and split into lines with bytes.find
+DROP_CACHE_BYTES = 64 << 20  # files at least this large leave the page cache as they are read
+_DROP_EVERY = 32 << 20  # ...in steps of this many bytes
 
 
 class Lines:
@@ -20,7 +24,7 @@ class Lines:
     copied once, into the ``bytes`` returned.
     """
 
-    __slots__ = ("_file", "_buffer", "_start", "_end", "_scanned", "_eof")
+    __slots__ = ("_file", "_buffer", "_start", "_end", "_scanned", "_eof", "_fd", "_read", "_dropped")
 
     def __init__(self, file: IO[bytes], size: int = READ_CHUNK) -> None:
         self._file = file
@@ -29,6 +33,8 @@ class Lines:
         self._end = 0
         self._scanned = 0  # _buffer[_start:_scanned] holds no newline
         self._eof = False
+        self._fd = _cache_dropping_fd(file) if size >= DROP_CACHE_BYTES else None
+        self._read = self._dropped = 0  # file bytes read so far; pages before _dropped released
 
     def readline(self, limit: int) -> bytes:
         while True:
@@ -59,9 +65,23 @@ class Lines:
             got = self._file.readinto(view[end:])
         if got:
             self._end = end + got
+            self._read += got
+            if self._fd is not None and self._read - self._dropped >= _DROP_EVERY:
+                self._drop_cache()
         else:
             self._end = end
             self._eof = True
+            if self._fd is not None and self._read > self._dropped:
+                self._drop_cache()
+
+    def _drop_cache(self) -> None:
+        """Tell the kernel the pages read so far won't be read again (see ``_cache_dropping_fd``)."""
+        try:
+            os.posix_fadvise(self._fd, self._dropped, self._read - self._dropped, os.POSIX_FADV_DONTNEED)  # type: ignore[arg-type]
+        except OSError:
+            self._fd = None
+            return
+        self._dropped = self._read
 
     def read(self, size: int) -> bytes:
         start, end = self._start, self._end
@@ -75,3 +95,18 @@ class Lines:
 
     def close(self) -> None:
         self._file.close()
+
+
+def _cache_dropping_fd(file: IO[bytes]) -> int | None:
+    """The descriptor to release a large file's pages through as they are read; None where that can't be done.
+
+    A multi-GB export read once would otherwise fill the page cache, pushing out other programs'
+    data, and, where memory is capped (containers), the kernel reclaims pages in the reading
+    process: measured here, that tripled the system time of a cold 3 GB read.
+    """
+    if not hasattr(os, "posix_fadvise"):
+        return None
+    try:
+        return file.fileno()
+    except (OSError, AttributeError, ValueError):
+        return None

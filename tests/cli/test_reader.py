@@ -6,6 +6,7 @@ import base64
 import gzip
 import io
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -307,3 +308,55 @@ def test_finished_trace_memory_is_an_exact_bounded_fifo(capacity):
                         del reference[kept.pop(0)]
         probe = rng.choice(ids)
         assert (probe in finished_ids) == (probe in reference), step
+
+
+def _record_fadvise(monkeypatch, fail: bool = False) -> list[tuple[int, int, int]]:
+    """Calls of os.posix_fadvise as (offset, length, advice); the real call still runs (or raises OSError)."""
+    calls: list[tuple[int, int, int]] = []
+    real = os.posix_fadvise
+
+    def recorded(fd: int, offset: int, length: int, advice: int) -> None:
+        calls.append((offset, length, advice))
+        if fail:
+            raise OSError(22, "Invalid argument")
+        real(fd, offset, length, advice)
+
+    monkeypatch.setattr(os, "posix_fadvise", recorded)
+    return calls
+
+
+@pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="posix_fadvise is not available on this platform")
+def test_large_files_leave_the_page_cache_as_they_are_read(tmp_path, monkeypatch):
+    """Files of DROP_CACHE_BYTES or more release their pages as they are read, all of them by the end; the lines are unchanged."""
+    data = b"".join(b"%07d " % i + b"x" * 1000 + b"\n" for i in range(linefile.DROP_CACHE_BYTES // 1000 + 5000))
+    path = tmp_path / "large.jsonl"
+    path.write_bytes(data)
+    calls = _record_fadvise(monkeypatch)
+    with open(path, "rb") as handle:
+        lines = linefile.Lines(handle, len(data))
+        read = b"".join(iter(lambda: lines.readline(1 << 20), b""))
+    assert read == data
+    assert len(calls) >= 2 and all(advice == os.POSIX_FADV_DONTNEED for _, _, advice in calls)
+    assert [offset for offset, _, _ in calls] == [0] + [offset + length for offset, length, _ in calls[:-1]]  # contiguous
+    assert calls[-1][0] + calls[-1][1] == len(data)  # every page read is released
+
+    small = tmp_path / "small.jsonl"
+    small.write_bytes(data[: 1 << 20])
+    calls.clear()
+    with open(small, "rb") as handle:
+        lines = linefile.Lines(handle, 1 << 20)
+        assert b"".join(iter(lambda: lines.readline(1 << 20), b"")) == data[: 1 << 20]
+    assert calls == []  # small files keep their pages
+
+
+@pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="posix_fadvise is not available on this platform")
+def test_a_failing_page_cache_hint_is_given_up_silently(tmp_path, monkeypatch):
+    data = b"y" * 2000 + b"\n"
+    data *= linefile.DROP_CACHE_BYTES // len(data) * 2
+    path = tmp_path / "large.jsonl"
+    path.write_bytes(data)
+    calls = _record_fadvise(monkeypatch, fail=True)
+    with open(path, "rb") as handle:
+        lines = linefile.Lines(handle, len(data))
+        assert b"".join(iter(lambda: lines.readline(1 << 20), b"")) == data
+    assert len(calls) == 1  # tried once, then no more
