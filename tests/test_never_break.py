@@ -971,3 +971,15 @@ def test_hundred_thousand_pipelines_leave_no_state(tmp_path):
         assert report["block_growth"] < 2000, (mode, report)
         assert report["traced_growth"] < 64 * 1024, (mode, report)
         assert report["control_growth"] > 2000 and report["control_states"] == 2000, (mode, report)  # a leak would show
+
+
+@pytest.mark.parametrize("limit", range(6, 22))
+def test_essential_start_attributes_survive_any_count_limit(limit):
+    """rag.stage and gen_ai.operation.name outlive the limit even when the span started with many attributes and ends with few."""
+    provider, exporter = _limited_provider(max_span_attributes=limit)
+    ragtrace.configure(tracer_provider=provider)
+    with ragtrace.generate(model="m", provider="p", role="rewrite", temperature=0.2, max_tokens=50, prompt="rewrite this") as g:
+        g.record("hi")
+    (span,) = exporter.get_finished_spans()
+    assert span.attributes[names.RAG_STAGE] == "generate"
+    assert span.attributes[names.GEN_AI_OPERATION_NAME] == names.OP_CHAT

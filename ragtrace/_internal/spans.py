@@ -99,17 +99,19 @@ class Attributes:
     limit can only drop less important keys. Content passes the policy before it is buffered.
     """
 
-    __slots__ = ("span", "policy", "recording", "_pending", "_essential", "_at_start")
+    __slots__ = ("span", "policy", "recording", "_pending", "_essential", "_at_start", "_start_count")
 
-    def __init__(self, span: Span, policy: ContentPolicy, at_start: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, span: Span, policy: ContentPolicy, at_start: Mapping[str, Any] | None = None, start_count: int = 0) -> None:
         self.span = span
         self.policy = policy
         self.recording = span.is_recording()
         self._pending: dict[str, Any] = {}
         self._essential: dict[str, Any] = {}
         # essential attributes the span was started with: written again at the end only when the
-        # count limit could evict them (re-setting a key makes it the newest)
+        # count limit could evict them (re-setting a key makes it the newest); start_count is how
+        # many attributes it was started with in all
         self._at_start = at_start
+        self._start_count = start_count
 
     def set(self, key: str, value: Any) -> None:
         if self.recording and value is not None:
@@ -145,7 +147,7 @@ class Attributes:
         if not self.recording:
             return
         pending, essential, at_start = self._pending, self._essential, self._at_start
-        if at_start and _may_evict(self.span, len(at_start) + len(pending) + len(essential)):
+        if at_start and _may_evict(self.span, self._start_count + len(pending) + len(essential)):
             essential = {**at_start, **essential}
         if not (pending or essential):
             return
@@ -157,7 +159,7 @@ class Attributes:
 
 
 def _may_evict(span: Span, count: int) -> bool:
-    """Whether ``count`` attributes could reach the span's attribute count limit."""
+    """Whether ``count`` attributes (an upper bound: keys may repeat) could reach the span's attribute count limit."""
     limits = getattr(span, "_limits", None)
     if limits is None:
         return True  # not an SDK span: assume it may

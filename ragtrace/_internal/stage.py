@@ -79,7 +79,7 @@ class Stage:
             tracer = config_module.tracer(provider)
             self.span = tracer.start_span(self.span_name(), kind=self.span_kind, attributes=start)
             essentials = {key: start[key] for key in _ESSENTIAL_AT_START if key in start}
-            self.attrs = Attributes(self.span, self.config.content, essentials)
+            self.attrs = Attributes(self.span, self.config.content, essentials, len(start))
             self.state = self.find_state()
             self.on_open()
 
