@@ -65,5 +65,5 @@ def test_tiktoken_tokenizer_drives_the_assembly_budget(spans):
 
 
 def test_unknown_encoding_name_fails_at_construction():
-    with pytest.raises(Exception):
+    with pytest.raises(ValueError, match="no-such-encoding"):
         TiktokenTokenizer("no-such-encoding")
