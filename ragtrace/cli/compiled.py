@@ -4,7 +4,8 @@ These modules are plain Python. When Cython and a C compiler are there at instal
 ``setup.py`` also compiles them, unchanged, into extension modules that Python imports in their
 place: the same results, warnings and output (the tests compare both builds byte for byte), only
 faster (``bench/bench_report.py`` measures both side by side). Without a compiler, or with
-``RAGTRACE_NO_EXTENSIONS=1`` at install time, the pure-Python modules run.
+``RAGTRACE_NO_EXTENSIONS=1`` at install time, the pure-Python modules run. ``figures.compute`` is
+shared with the SDK, so where it is compiled the online per-trace figures use it too.
 """
 
 from __future__ import annotations
@@ -35,6 +36,6 @@ def is_compiled(module_name: str) -> bool:
 
 
 def build() -> str:
-    """``"compiled"``, ``"pure Python"``, or ``"partly compiled"`` (a failed or stale build)."""
+    """``"compiled"``, ``"pure Python"``, or ``"partly compiled"`` (some modules failed to compile)."""
     compiled = [is_compiled(name) for name in MODULES]
     return COMPILED if all(compiled) else PURE if not any(compiled) else MIXED

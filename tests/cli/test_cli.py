@@ -197,3 +197,4 @@ def test_python_dash_m(module, tmp_path):
 def test_version(cli):
     result = cli("--version")
     assert result.code == 0 and result.out.startswith("ragtrace ")
+    assert result.out.rstrip().endswith("(report path: compiled)")  # what make test builds (test_compiled.py)
