@@ -131,14 +131,16 @@ def measure(path: Path, decoder: str, root: Path) -> dict:
     from ragtrace.cli.report import ReadOptions, run_report
     from ragtrace.cli.settings import Settings
 
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    before = usage.ru_maxrss
     started = time.perf_counter()
     cpu_started = time.process_time()
     options = ReadOptions(progress=False, decoder=decoder)
     result = run_report([str(path)], Settings(), Diagnostics(open(os.devnull, "w"), quiet=True), options=options)
     elapsed = time.perf_counter() - started
     cpu = time.process_time() - cpu_started
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    peak = after.ru_maxrss
     return {
         "build": build(),
         "decoder": decoder,
@@ -148,6 +150,8 @@ def measure(path: Path, decoder: str, root: Path) -> dict:
         "bytes": result.stats.bytes,
         "seconds": elapsed,
         "cpu_seconds": cpu,
+        "user_seconds": after.ru_utime - usage.ru_utime,
+        "system_seconds": after.ru_stime - usage.ru_stime,  # reading the file: page cache, disk
         "spans_per_second": result.stats.spans / elapsed,
         "spans_per_cpu_second": result.stats.spans / cpu,
         "peak_rss_mb": peak / 1024,
@@ -207,7 +211,7 @@ def main() -> int:
     roots = {"compiled": _ROOT, "pure": Path(tempfile.mkdtemp(prefix="ragtrace-pure-"))}
     try:
         if "pure" in builds:
-            shutil.copytree(_ROOT / "ragtrace", roots["pure"] / "ragtrace", ignore=shutil.ignore_patterns("*.so", "*.c", "__pycache__"))
+            shutil.copytree(_ROOT / "ragtrace", roots["pure"] / "ragtrace", ignore=shutil.ignore_patterns("*.so", "*.pyd", "*.c", "__pycache__"))
         for size in sizes:
             path = workdir / f"spans-{size}.jsonl"
             started = time.perf_counter()
@@ -238,11 +242,11 @@ def main() -> int:
             workdir.rmdir()
 
     print(f"content mode: {args.content}; CPython {sys.version.split()[0]}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-    print(f"{'build':>8} {'decoder':>8} {'spans':>10} {'traces':>9} {'MB':>6} {'B/span':>7} {'wall s':>7} {'CPU s':>7} {'spans/CPU-s':>12} {'spans/wall-s':>13} {'peak RSS MB':>12}")
+    print(f"{'build':>8} {'decoder':>8} {'spans':>10} {'traces':>9} {'MB':>6} {'B/span':>7} {'wall s':>7} {'CPU s':>7} {'user s':>7} {'sys s':>6} {'spans/CPU-s':>12} {'spans/wall-s':>13} {'peak RSS MB':>12}")
     for row in sorted(rows, key=lambda r: (builds.index(r["build"]), decoders.index(r["decoder"]), r["spans"])):
         print(
             f"{row['build']:>8} {row['decoder']:>8} {row['spans']:>10,} {row['traces']:>9,} {row['bytes'] / 1_048_576:>6,.0f} {row['bytes'] / row['spans']:>7,.0f} "
-            f"{row['seconds']:>7.1f} {row['cpu_seconds']:>7.1f} {row['spans_per_cpu_second']:>12,.0f} {row['spans_per_second']:>13,.0f} {row['peak_rss_mb']:>12.1f}"
+            f"{row['seconds']:>7.1f} {row['cpu_seconds']:>7.1f} {row['user_seconds']:>7.1f} {row['system_seconds']:>6.1f} {row['spans_per_cpu_second']:>12,.0f} {row['spans_per_second']:>13,.0f} {row['peak_rss_mb']:>12.1f}"
         )
     missed = False
     for build, decoder in itertools.product(builds, decoders):

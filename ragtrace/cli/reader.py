@@ -64,7 +64,7 @@ MAX_DOCUMENT_BYTES = 512 * 1024 * 1024  # a single (non-lines) JSON document is 
 DEFAULT_GRACE_SPANS = 0  # finish a trace right after the line (or document) holding its root
 DEFAULT_MAX_PENDING_SPANS = 100_000
 _FINISHED_MEMORY = 20_000  # finished trace ids remembered, to recognise late spans (bounded)
-_READ_BUFFER = 1 << 20  # export lines are often MBs long; readline copies far less with a large buffer
+_READ_BUFFER = 1 << 20  # the raw file's buffer: gzip inputs are read through it (plain files by linefile.Lines)
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"

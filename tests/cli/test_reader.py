@@ -360,3 +360,24 @@ def test_a_failing_page_cache_hint_is_given_up_silently(tmp_path, monkeypatch):
         lines = linefile.Lines(handle, len(data))
         assert b"".join(iter(lambda: lines.readline(1 << 20), b"")) == data
     assert len(calls) == 1  # tried once, then no more
+
+
+@pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="posix_fadvise is not available on this platform")
+def test_large_files_read_whole_or_left_early_release_every_page_read(tmp_path, monkeypatch):
+    """The single-document path (readline, then read the rest) and a reader closed midway release what they read."""
+    data = b"{" + b"x" * (linefile.DROP_CACHE_BYTES + (5 << 20)) + b"}\n"
+    path = tmp_path / "document.json"
+    path.write_bytes(data)
+    calls = _record_fadvise(monkeypatch)
+    with open(path, "rb") as handle:
+        lines = linefile.Lines(handle, len(data))
+        first = lines.readline(100)
+        assert first + lines.read(len(data)) == data
+        lines.close()
+    assert calls[-1][0] + calls[-1][1] == len(data)
+    calls.clear()
+    with open(path, "rb") as handle:
+        lines = linefile.Lines(handle, len(data))
+        lines.readline(100)
+        lines.close()
+    assert calls == [(0, linefile.READ_CHUNK, os.POSIX_FADV_DONTNEED)]  # the one buffer it had read
