@@ -140,8 +140,6 @@ class Generate(Stage):
                 state.answer_text = self.text
             retrievals = state.retrievals if state is not None else []
             result = figures_module.compute(retrievals, [answer], unreadable=state.unreadable if state else 0)
-            if state is not None:
-                state.answer_figures = (state.figures_key(), result)
             self.metrics = dict(result.values)
             with guard("figure attributes"):
                 set_figures(self, result)

@@ -7,6 +7,7 @@ travel in the same export as the spans themselves, with no backend post-processi
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from opentelemetry import trace
@@ -43,6 +44,8 @@ class RagPipeline(Stage):
         if not isinstance(name, str) or not name:
             raise ValueError("rag_pipeline needs a non-empty name")
         config = config_module.with_content(config_module.current(), capture_content, redactor)
+        if tracer_provider is not None:  # the pipeline's stages use its provider too
+            config = replace(config, tracer_provider=tracer_provider)
         super().__init__(tracer_provider=tracer_provider, config=config)
         self.name = name
         self.query = query
@@ -78,7 +81,6 @@ class RagPipeline(Stage):
         state = state_module.PipelineState(self.config)
         version = self.attributes.get("version")
         state.labels = {names.GEN_AI_WORKFLOW_NAME: self.name}
-        state.tracer_provider = self._provider
         if isinstance(version, (str, int)):
             state.labels[names.RAG_PIPELINE_VERSION] = version
         return state
@@ -114,16 +116,12 @@ class RagPipeline(Stage):
         state = self.state
         if state is None:
             return
-        cached = state.answer_figures
-        if cached is not None and len(state.answers) == 1 and cached[0] == state.figures_key():
-            result = cached[1]  # one answer and nothing retrieved since: the same figures
-        else:
-            result = figures_module.compute(
-                state.retrievals,
-                state.answers,
-                contexts=[c.placements for c in state.unanswered_contexts()],
-                unreadable=state.unreadable,
-            )
+        result = figures_module.compute(
+            state.retrievals,
+            state.answers,
+            contexts=[c.placements for c in state.unanswered_contexts()],
+            unreadable=state.unreadable,
+        )
         self.metrics = dict(result.values)
         self.status = result.status_text
         if state.answer_text is not None:

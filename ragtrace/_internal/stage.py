@@ -74,9 +74,7 @@ class Stage:
             if self.config.openinference:
                 start[names.OI_SPAN_KIND] = self.oi_kind
             start = {k: v for k, v in start.items() if v is not None}
-            pipeline = state_module.current()
-            provider = self._provider or (pipeline.tracer_provider if pipeline is not None else None)
-            tracer = config_module.tracer(provider)
+            tracer = config_module.tracer(self._provider or self.config.tracer_provider)
             self.span = tracer.start_span(self.span_name(), kind=self.span_kind, attributes=start)
             essentials = {key: start[key] for key in _ESSENTIAL_AT_START if key in start}
             self.attrs = Attributes(self.span, self.config.content, essentials, len(start))
@@ -175,9 +173,6 @@ class Stage:
     # -- helpers ---------------------------------------------------------------------------------
     def _content(self, key: str, text: str | None) -> bool:
         return self.attrs is not None and self.attrs.content(key, text, self.config.max_content_chars)
-
-    def _oi_content(self, key: str, text: str | None) -> bool:
-        return self.config.openinference and self._content(key, text)
 
     def _oi_value(self, key: str, value: str | None, *, json_value: bool = False) -> None:
         """``input.value``/``output.value`` plus its mime type, the type only when the value went out.

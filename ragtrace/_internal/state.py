@@ -35,13 +35,6 @@ class PipelineState:
     answer_text: str | None = None
     unreadable: int = 0
     labels: dict[str, Any] = field(default_factory=dict)  # bounded metric labels of the pipeline
-    tracer_provider: Any = None  # rag_pipeline(tracer_provider=...): its stages use it too
-    # the last answer's figures and the state they were computed from: the root reuses them when
-    # nothing changed since (one answer, no later retrieval), instead of computing them again
-    answer_figures: tuple[tuple[int, int, int], Any] | None = None
-
-    def figures_key(self) -> tuple[int, int, int]:
-        return (len(self.retrievals), self.unreadable, len(self.answers))
     _ids_by_hash: dict[str, str] = field(default_factory=dict)
 
     def add_retrieval(self, chunks: list[Chunk], unreadable: int) -> list[Chunk]:
