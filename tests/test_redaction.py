@@ -599,3 +599,25 @@ def test_redaction_page_lists_every_attribute_with_its_modes():
     expected = {info.key: mode_marks(info) for info in names.ATTRIBUTES if mode_marks(info) != ("yes", "yes", "yes")}
     assert rows == expected
     assert "every other attribute" in page.lower()
+
+
+def test_a_redactor_sees_each_prompt_message_once_and_every_attribute_shows_its_result(spans):
+    """The prompt's texts go through a custom redactor once, shared by gen_ai.input.messages,
+    the OpenInference per-message contents and input.value; a message without a role is a user's."""
+    seen: list[str] = []
+
+    def upper(text: str) -> str:
+        seen.append(text)
+        return text.upper()
+
+    ragtrace.configure(tracer_provider=spans.provider, redactor=upper)
+    prompt = [{"role": "system", "content": "be brief"}, {"content": "what is bm25?"}]
+    with ragtrace.generate(model="m", prompt=prompt) as g:
+        g.record("lexical ranking")
+    attrs = spans.one("generate").attributes
+    assert sorted(seen) == ["be brief", "lexical ranking", "what is bm25?"]
+    assert json.loads(attrs[names.OI_INPUT_VALUE]) == [{"role": "system", "content": "BE BRIEF"}, {"role": "user", "content": "WHAT IS BM25?"}]
+    assert [m["parts"][0]["content"] for m in json.loads(attrs[names.GEN_AI_INPUT_MESSAGES])] == ["BE BRIEF", "WHAT IS BM25?"]
+    assert attrs[names.indexed(names.OI_LLM_INPUT_MESSAGES, 1, names.OI_MESSAGE_CONTENT)] == "WHAT IS BM25?"
+    assert attrs[names.OI_OUTPUT_VALUE] == "LEXICAL RANKING"
+    assert attrs[names.indexed(names.OI_LLM_OUTPUT_MESSAGES, 0, names.OI_MESSAGE_CONTENT)] == "LEXICAL RANKING"

@@ -11,6 +11,7 @@ from .assembly import ContextBuilder, ContextRecord, Drop, Labeller, Prompt, fil
 from .chunks import Accessors, Chunk, NO_ACCESSORS, normalize, to_chunk
 from .guard import call_guarded, guard
 from .tokens import Tokenizer
+from .spans import gate_messages
 from .stage import Stage, int_or_none, prompt_json
 
 
@@ -152,7 +153,7 @@ class Assemble(Stage):
             if isinstance(record.prompt, str):
                 self._oi_value(names.OI_OUTPUT_VALUE, record.prompt)
             else:  # declared JSON, so it must stay valid JSON under every length limit
-                self._oi_value(names.OI_OUTPUT_VALUE, prompt_json(self, record.prompt), json_value=True)
+                self._oi_value(names.OI_OUTPUT_VALUE, prompt_json(self, gate_messages(record.prompt, self.config.content)), json_value=True)
 
 
 def _raise(error: BaseException) -> None:

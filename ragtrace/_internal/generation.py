@@ -12,7 +12,7 @@ from . import names
 from .assembly import ContextRecord
 from .citations import CitationPattern, CitationResult, parse_citations
 from .guard import call_guarded, guard, warn_once
-from .spans import message_text, messages_json
+from .spans import all_passed, gate_messages, message_text, messages_json
 from .assemble_stage import Assemble
 from .stage import Stage, as_text, float_or_none, int_or_none, prompt_json, set_figures
 
@@ -196,31 +196,35 @@ class Generate(Stage):
 
     def _content_attributes(self) -> None:
         assert self.attrs is not None
+        policy, limit = self.config.content, self.config.max_content_chars
         messages = _prompt_messages(self.prompt)
-        limit = self.config.max_content_chars
         if messages is not None:
-            as_json = messages_json(messages, self.config.content, limit)
-            if as_json is not None:
-                self.attrs.json_list(names.GEN_AI_INPUT_MESSAGES, as_json)
+            gated = gate_messages(messages, policy)  # each text through the policy once
+            passed = all_passed(gated)
+            if passed is not None:
+                self.attrs.json_list(names.GEN_AI_INPUT_MESSAGES, messages_json(passed, limit))
             if self.config.openinference:
                 for index, message in enumerate(messages[: self.config.max_documents]):
                     prefix = names.indexed(names.OI_LLM_INPUT_MESSAGES, index, "")
                     self.attrs.set(prefix + names.OI_MESSAGE_ROLE, str(message.get("role", "user")))
-                    self._content(prefix + names.OI_MESSAGE_CONTENT, message_text(message))
+                    if gated is not None:
+                        self._gated(prefix + names.OI_MESSAGE_CONTENT, gated[index][1])
                 if isinstance(self.prompt, str):
-                    self._oi_value(names.OI_INPUT_VALUE, self.prompt)
+                    self._oi_value(names.OI_INPUT_VALUE, gated[0][1] if gated else None, gated=True)
                 else:
-                    self._oi_value(names.OI_INPUT_VALUE, prompt_json(self, messages), json_value=True)
+                    self._oi_value(names.OI_INPUT_VALUE, prompt_json(self, gated), json_value=True)
         if self.text is not None:
-            output = messages_json([{"role": "assistant", "content": self.text}], self.config.content, limit)
-            if output is not None:
+            answer = all_passed(gate_messages([{"role": "assistant", "content": self.text}], policy))
+            if answer is not None:
+                output = messages_json(answer, limit)
                 output[0]["finish_reason"] = (self._usage.get("finish_reasons") or ["stop"])[0]
                 self.attrs.json_list(names.GEN_AI_OUTPUT_MESSAGES, output)
             if self.config.openinference:
                 prefix = names.indexed(names.OI_LLM_OUTPUT_MESSAGES, 0, "")
                 self.attrs.set(prefix + names.OI_MESSAGE_ROLE, "assistant")
-                self._content(prefix + names.OI_MESSAGE_CONTENT, self.text)
-                self._oi_value(names.OI_OUTPUT_VALUE, self.text)
+                text = answer[0][1] if answer is not None else None
+                self._gated(prefix + names.OI_MESSAGE_CONTENT, text)
+                self._oi_value(names.OI_OUTPUT_VALUE, text, gated=True)
 
 
 def _prompt_messages(prompt: Any) -> list[Mapping[str, Any]] | None:

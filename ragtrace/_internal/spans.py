@@ -192,17 +192,28 @@ def _safe_str(value: object) -> str | None:
         return None
 
 
-def messages_json(messages: Sequence[Mapping[str, Any]], policy: ContentPolicy, max_chars: int) -> list[dict[str, Any]] | None:
-    """Chat messages in the GenAI ``{role, parts}`` shape, content gated; None if content is off."""
-    if not policy.captures:
+def gate_messages(messages: Any, policy: ContentPolicy) -> list[tuple[str, str | None]] | None:
+    """(role, text that passed the content policy, or None) per chat message: each text goes through
+    the policy (and a custom redactor) once, for every attribute that shows it. None when content is
+    off or ``messages`` is not a sequence; a message that is not a mapping has no text."""
+    if not policy.captures or not isinstance(messages, Sequence) or isinstance(messages, str):
         return None
-    out = []
-    for message in messages:
-        text = policy.text(message_text(message))
-        if text is None:
-            return None
-        out.append({"role": str(message.get("role", "user")), "parts": [{"type": "text", "content": trim_text(text, max_chars)}]})
-    return out
+    return [
+        (str(m.get("role", "user")), policy.text(message_text(m))) if isinstance(m, Mapping) else ("user", None)
+        for m in messages
+    ]
+
+
+def all_passed(gated: list[tuple[str, str | None]] | None) -> list[tuple[str, str]] | None:
+    """The gated messages if every one passed the policy (a whole prompt or none of it), else None."""
+    if gated is None or any(text is None for _, text in gated):
+        return None
+    return gated  # type: ignore[return-value]
+
+
+def messages_json(gated: list[tuple[str, str]], max_chars: int) -> list[dict[str, Any]]:
+    """Chat messages (already gated) in the GenAI ``{role, parts}`` shape."""
+    return [{"role": role, "parts": [{"type": "text", "content": trim_text(text, max_chars)}]} for role, text in gated]
 
 
 def message_text(message: Mapping[str, Any]) -> str:

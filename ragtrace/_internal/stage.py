@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Mapping, Sequence
+
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -21,7 +21,7 @@ from . import figures as figures_module
 from . import names, otel_metrics, state as state_module
 from .config import Config
 from .guard import guard, warn_once
-from .spans import Attributes, json_messages_within, message_text, record_error, value_length_limit
+from .spans import Attributes, all_passed, json_messages_within, record_error, trim_text, value_length_limit
 
 
 _ESSENTIAL_AT_START = (names.RAG_STAGE, names.GEN_AI_OPERATION_NAME, names.OI_SPAN_KIND)
@@ -174,10 +174,18 @@ class Stage:
     def _content(self, key: str, text: str | None) -> bool:
         return self.attrs is not None and self.attrs.content(key, text, self.config.max_content_chars)
 
-    def _oi_value(self, key: str, value: str | None, *, json_value: bool = False) -> None:
+    def _gated(self, key: str, text: str | None) -> bool:
+        """Content that already passed the policy (``gate_messages``): trimmed, not gated again."""
+        if text is None or self.attrs is None or not self.attrs.recording:
+            return False
+        self.attrs.set(key, trim_text(text, self.config.max_content_chars))
+        return True
+
+    def _oi_value(self, key: str, value: str | None, *, json_value: bool = False, gated: bool = False) -> None:
         """``input.value``/``output.value`` plus its mime type, the type only when the value went out.
 
-        A JSON value must come from ``prompt_json`` (policy applied, sized to fit the limits).
+        A JSON value must come from ``prompt_json`` (policy applied, sized to fit the limits);
+        ``gated`` text has passed the policy already.
         """
         if not self.config.openinference or self.attrs is None:
             return
@@ -185,7 +193,7 @@ class Stage:
             sent = value is not None and self.attrs.recording
             self.attrs.set(key, value)
         else:
-            sent = self._content(key, value)
+            sent = self._gated(key, value) if gated else self._content(key, value)
         if sent:
             mime_key = names.OI_INPUT_MIME_TYPE if key == names.OI_INPUT_VALUE else names.OI_OUTPUT_MIME_TYPE
             self.attrs.set(mime_key, names.MIME_JSON if json_value else names.MIME_TEXT)
@@ -265,17 +273,11 @@ def query_hash(query: str) -> str:
 
 
 
-def prompt_json(stage: Stage, messages: Any) -> str | None:
-    """A chat prompt as ``[{role, content}]`` JSON that fits the limits whole; each message's text
-    passes the content policy."""
-    policy = stage.config.content
-    if not policy.captures or not isinstance(messages, Sequence):
+def prompt_json(stage: Stage, gated: list[tuple[str, str | None]] | None) -> str | None:
+    """A chat prompt (see ``gate_messages``) as ``[{role, content}]`` JSON that fits the limits
+    whole; None unless every message passed the content policy."""
+    passed = all_passed(gated)
+    if passed is None:
         return None
-    pairs = []
-    for message in messages:
-        text = policy.text(message_text(message)) if isinstance(message, Mapping) else None
-        if text is None:
-            return None
-        pairs.append((message.get("role"), text))
     limit, span_limit = stage.config.max_content_chars, value_length_limit(stage.span)
-    return json_messages_within(pairs, limit if span_limit is None else min(limit, span_limit))
+    return json_messages_within(passed, limit if span_limit is None else min(limit, span_limit))
