@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import ragtrace
-from ragtrace._internal import config
+from ragtrace._internal import config, names
 
 
 @pytest.fixture
@@ -155,3 +155,16 @@ def test_custom_exporter_subclass_is_accepted(global_provider_slot):
 
     provider = ragtrace.configure(exporter=Dropping(), batch=False)
     assert isinstance(provider, TracerProvider)
+
+
+def test_stages_inherit_the_pipeline_tracer_provider(spans):
+    own = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(own))
+    with ragtrace.rag_pipeline("own", tracer_provider=provider):
+        with ragtrace.retrieve("q") as r:  # no provider of its own: the pipeline's
+            r.record(["a", "b"])
+    with ragtrace.retrieve("q") as r:  # outside the pipeline: the configured one again
+        r.record(["c"])
+    assert sorted(s.attributes[names.RAG_STAGE] for s in own.get_finished_spans()) == ["pipeline", "retrieve"]
+    assert [s.attributes[names.RAG_STAGE] for s in spans.all()] == ["retrieve"]

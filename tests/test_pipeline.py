@@ -8,9 +8,6 @@ import math
 import threading
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
 import ragtrace
@@ -372,16 +369,3 @@ def test_run_keeps_its_span_and_trace_id_after_exit(spans):
     root = spans.one("pipeline")
     assert run.span.get_span_context().span_id == root.context.span_id
     assert run.trace_id == format(root.context.trace_id, "032x")
-
-
-def test_stages_inherit_the_pipeline_tracer_provider(spans):
-    own = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(own))
-    with ragtrace.rag_pipeline("own", tracer_provider=provider):
-        with ragtrace.retrieve("q") as r:  # no provider of its own: the pipeline's
-            r.record(DOCS[:2])
-    with ragtrace.retrieve("q") as r:  # outside the pipeline: the configured one again
-        r.record(DOCS[:1])
-    assert sorted(s.attributes[names.RAG_STAGE] for s in own.get_finished_spans()) == ["pipeline", "retrieve"]
-    assert [s.attributes[names.RAG_STAGE] for s in spans.all()] == ["retrieve"]
