@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
@@ -11,6 +12,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from backend.phoenix import PhoenixError, PhoenixServer, ensure_phoenix_venv
 from ragtrace._internal import config, guard
 from ragtrace.cli import compiled
 
@@ -70,3 +72,40 @@ def spans() -> Iterator[Spans]:
     config.configure(tracer_provider=captured.provider)
     yield captured
     captured.provider.shutdown()
+
+
+# --- the real Phoenix backend (tests/backend/phoenix.py) --------------------------------------------
+# ``phoenix_server`` installs Phoenix into the cached ``<repo>/.venv-phoenix`` (about 45 s the first
+# time, instant afterwards) and starts one server per session, shared by the backend and CLI tests.
+# If either step fails the requesting tests fail (never skip) with the reason and the log tail.
+_timings: dict[str, float] = {}
+
+
+@pytest.fixture(scope="session")
+def phoenix_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PhoenixServer]:
+    t0 = time.monotonic()
+    try:
+        phoenix = ensure_phoenix_venv()
+    except PhoenixError as exc:
+        pytest.fail(f"could not install the Phoenix backend: {exc}", pytrace=False)
+    _timings["venv"] = time.monotonic() - t0
+
+    # pytest keeps this dir (and its phoenix.log) for inspection after the run.
+    server = PhoenixServer(phoenix, workdir=tmp_path_factory.mktemp("phoenix"))
+    try:
+        server.start()
+    except PhoenixError as exc:
+        pytest.fail(f"could not start the Phoenix backend: {exc}", pytrace=False)
+    _timings["ready"] = server.ready_seconds or 0.0
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if _timings:
+        parts = [f"venv {_timings['venv']:.1f} s"]
+        if "ready" in _timings:
+            parts.append(f"server ready {_timings['ready']:.1f} s")
+        terminalreporter.write_line("phoenix backend: " + ", ".join(parts))

@@ -7,7 +7,6 @@ still holds against the pinned Phoenix release (see tests/backend/phoenix.py).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -15,27 +14,15 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from backend.phoenix import PROJECT_NAME_ATTRIBUTE, PhoenixError, PhoenixServer, ensure_phoenix_venv
+from backend.phoenix import PROJECT_NAME_ATTRIBUTE, PhoenixServer
 
 from .helpers import pipeline
 
 pytestmark = pytest.mark.heavy
 
 
-@pytest.fixture(scope="module")
-def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PhoenixServer]:
-    try:
-        server = PhoenixServer(ensure_phoenix_venv(), workdir=tmp_path_factory.mktemp("phoenix-cli"))
-        server.start()
-    except PhoenixError as error:
-        pytest.fail(f"could not start the Phoenix backend: {error}", pytrace=False)
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-def test_report_on_a_live_phoenix_page(phoenix: PhoenixServer, cli, tmp_path, json_decoder):
+def test_report_on_a_live_phoenix_page(phoenix_server: PhoenixServer, cli, tmp_path, json_decoder):
+    phoenix = phoenix_server
     project = f"ragtrace-cli-live-{json_decoder}"  # one project per decoder: the server is shared
     provider = TracerProvider(resource=Resource.create({PROJECT_NAME_ATTRIBUTE: project, "service.name": "cli-live"}))
     provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=phoenix.otlp_http_endpoint)))
