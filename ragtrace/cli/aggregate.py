@@ -24,8 +24,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._internal import names
-from .._internal.figures import STATUS_EMPTY_RETRIEVAL, STATUS_NO_ANSWER, STATUS_NO_CONTEXT, STATUS_NO_RETRIEVAL
-from .traces import Row
+from .._internal.figures import (
+    STATUS_EMPTY_CONTEXT,
+    STATUS_EMPTY_RETRIEVAL,
+    STATUS_NO_ANSWER,
+    STATUS_NO_CONTEXT,
+    STATUS_NO_RETRIEVAL,
+    STATUS_UNREADABLE_RETRIEVAL,
+)
+from .row import (
+    STATUS_ATTRIBUTES_LOST,
+    STATUS_INCOMPLETE,
+    STATUS_NO_CHUNK_TEXT,
+    STATUS_NO_PROMPT,
+    STATUS_NO_RAG_SPANS,
+    STATUS_PROMPT_TOO_LARGE,
+    STATUS_SPANS_MISSING,
+    Row,
+)
 
 
 PERCENTILES = (25, 50, 90)
@@ -62,17 +78,17 @@ MIN_MIDDLE_PROMPT = 5  # prompts with fewer chunks have no "middle" worth talkin
 REASON_TEXT = {
     STATUS_NO_RETRIEVAL: "no retrieval",
     STATUS_EMPTY_RETRIEVAL: "empty retrieval",
-    "retrieved_chunks_unreadable": "retrieved chunks unreadable",
+    STATUS_UNREADABLE_RETRIEVAL: "retrieved chunks unreadable",
     STATUS_NO_CONTEXT: "no context recorded",
-    "empty_context": "empty context",
+    STATUS_EMPTY_CONTEXT: "empty context",
     STATUS_NO_ANSWER: "no answer",
-    "incomplete_trace": "incomplete trace (root span missing)",
-    "attributes_missing": "ragtrace attributes missing",
-    "spans_missing": "spans missing (recorded figures differ)",
-    "chunk_text_unavailable": "no chunk text to locate",
-    "prompt_unavailable": "no prompt to search",
-    "prompt_too_large": "prompt too large to search",
-    "no_rag_spans": "no retrieval or model spans",
+    STATUS_INCOMPLETE: "incomplete trace (root span missing)",
+    STATUS_ATTRIBUTES_LOST: "ragtrace attributes missing",
+    STATUS_SPANS_MISSING: "spans missing (recorded figures differ)",
+    STATUS_NO_CHUNK_TEXT: "no chunk text to locate",
+    STATUS_NO_PROMPT: "no prompt to search",
+    STATUS_PROMPT_TOO_LARGE: "prompt too large to search",
+    STATUS_NO_RAG_SPANS: "no retrieval or model spans",
 }
 
 
@@ -214,7 +230,10 @@ class Group:
     pending_numbers: dict[int, int] = field(default_factory=dict, repr=False, compare=False)
 
     def add(self, row: Row, row_verdict: Verdict, numbers: Iterable[tuple[str, float]]) -> None:
-        """One row; ``numbers`` are its summary figures that are numbers (see ``summary_numbers``)."""
+        """One row; ``numbers`` are its summary figures that are numbers (see ``summary_numbers``).
+
+        The Aggregator counts equal rows and ``flush``es them instead; the tests use this one-by-one
+        path as the reference the counted path must match."""
         self.apply(contribution(row, row_verdict, tuple(numbers)))
 
     def flush(self, items: list[Contribution], numbers: list[tuple[tuple[str, float], ...]]) -> None:

@@ -93,15 +93,11 @@ def _source_of(spans: Iterable[Span]) -> str:
         attrs = span.attrs
         if names.OI_SPAN_KIND in attrs:
             return SOURCE_OPENINFERENCE
-        if names.TRACELOOP_SPAN_KIND in attrs or names.LLM_REQUEST_TYPE in attrs or _indexed_key(names.GEN_AI_PROMPT, 0, names.LEGACY_MESSAGE_CONTENT) in attrs:
+        if names.TRACELOOP_SPAN_KIND in attrs or names.LLM_REQUEST_TYPE in attrs or names.indexed(names.GEN_AI_PROMPT, 0, names.LEGACY_MESSAGE_CONTENT) in attrs:
             found = SOURCE_OPENLLMETRY
         elif found == SOURCE_UNKNOWN and names.GEN_AI_OPERATION_NAME in attrs:
             found = SOURCE_GEN_AI
     return found
-
-
-def _indexed_key(prefix: str, index: int, suffix: str) -> str:
-    return names.indexed(prefix, index, suffix)
 
 
 def _documents(span: Span) -> list[dict[str, Any]] | None:
@@ -110,15 +106,14 @@ def _documents(span: Span) -> list[dict[str, Any]] | None:
     kind = span.get(names.OI_SPAN_KIND)
     if kind == names.OI_KIND_RERANKER:
         return None
-    first_id = names.indexed(names.OI_RETRIEVAL_DOCUMENTS, 0, names.OI_DOCUMENT_ID)
-    first_content = names.indexed(names.OI_RETRIEVAL_DOCUMENTS, 0, names.OI_DOCUMENT_CONTENT)
+    first_id, _, first_content = names.document_keys(names.OI_RETRIEVAL_DOCUMENTS, 0)
     if kind == names.OI_KIND_RETRIEVER or first_id in attrs or first_content in attrs:
         documents = []
         for index in range(_MAX_INDEXED):
-            keys = [names.indexed(names.OI_RETRIEVAL_DOCUMENTS, index, suffix) for suffix in (names.OI_DOCUMENT_ID, names.OI_DOCUMENT_CONTENT, names.OI_DOCUMENT_SCORE)]
-            if not any(key in attrs for key in keys):
+            id_key, score_key, content_key = names.document_keys(names.OI_RETRIEVAL_DOCUMENTS, index)
+            if not (id_key in attrs or content_key in attrs or score_key in attrs):
                 break
-            documents.append({"id": span.get(keys[0]), "content": span.get(keys[1]), "score": span.get(keys[2])})
+            documents.append({"id": span.get(id_key), "content": span.get(content_key), "score": span.get(score_key)})
         return documents
     if names.GEN_AI_RETRIEVAL_DOCUMENTS in attrs or span.get(names.GEN_AI_OPERATION_NAME) == names.OP_RETRIEVAL:
         raw = span.get(names.GEN_AI_RETRIEVAL_DOCUMENTS)
@@ -166,8 +161,8 @@ def _is_generation(span: Span) -> bool:
         return True
     return (
         names.GEN_AI_INPUT_MESSAGES in attrs
-        or _indexed_key(names.GEN_AI_PROMPT, 0, names.LEGACY_MESSAGE_CONTENT) in attrs
-        or _indexed_key(names.OI_LLM_INPUT_MESSAGES, 0, names.OI_MESSAGE_CONTENT) in attrs
+        or names.indexed(names.GEN_AI_PROMPT, 0, names.LEGACY_MESSAGE_CONTENT) in attrs
+        or names.indexed(names.OI_LLM_INPUT_MESSAGES, 0, names.OI_MESSAGE_CONTENT) in attrs
     )
 
 

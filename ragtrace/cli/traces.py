@@ -32,6 +32,8 @@ from .row import (  # noqa: F401 - STATUS_ATTRIBUTES_LOST and Row are imported f
 from .spans import Span, Trace
 
 _METRIC_KEYS = tuple((metric, names.metric_attribute(metric)) for metric in names.ALL_METRICS)
+_CITED_KEY = names.metric_attribute(names.METRIC_CITED)
+_IN_CONTEXT_KEY = names.metric_attribute(names.METRIC_IN_CONTEXT)
 
 
 # --- trace -> runs --------------------------------------------------------------------------------
@@ -116,7 +118,7 @@ def _ragtrace_row(trace: Trace, pipeline: Span | None, members: list[tuple[Span,
     row = Row(trace.trace_id, anchor.span_id, anchor.where, time=anchor.start)
     if pipeline is not None:
         _pipeline_facts(row, pipeline)
-    members.sort(key=lambda item: (item[0].end or item[0].start, item[0].start))  # end_order
+    members.sort(key=lambda item: end_order(item[0]))
     lost = False
 
     retrievals: list[list[Chunk]] = []
@@ -153,7 +155,7 @@ def _ragtrace_row(trace: Trace, pipeline: Span | None, members: list[tuple[Span,
     for span, stage in members:
         if stage != names.STAGE_GENERATE or span.get_str(names.RAG_GENERATION_ROLE) != names.ROLE_ANSWER:
             continue
-        if not (span.has(names.RAG_CITATION_FORMAT) or span.has(names.metric_attribute(names.METRIC_CITED))):
+        if not (span.has(names.RAG_CITATION_FORMAT) or span.has(_CITED_KEY)):
             continue  # an answer generation that recorded no output: not an answer online either
         cited = [str(c) for c in span.get_list(names.RAG_CITATION_IDS) or ()]
         context = _context_of(span, contexts, cited)
@@ -240,7 +242,7 @@ def _hashes_from_documents(span: Span, count: int) -> list[str] | None:
     if _DOCUMENT_CONTENT_KEYS[0] not in span.attrs:
         return None
     get_str = span.get_str
-    keys = _DOCUMENT_CONTENT_KEYS if count <= len(_DOCUMENT_CONTENT_KEYS) else [_document_content_key(index) for index in range(count)]
+    keys = _DOCUMENT_CONTENT_KEYS if count <= len(_DOCUMENT_CONTENT_KEYS) else _document_content_keys(count)
     hashes = []
     for index in range(count):
         text = get_str(keys[index])
@@ -248,11 +250,11 @@ def _hashes_from_documents(span: Span, count: int) -> list[str] | None:
     return hashes
 
 
-def _document_content_key(index: int) -> str:
-    return names.indexed(names.OI_RETRIEVAL_DOCUMENTS, index, names.OI_DOCUMENT_CONTENT)
+def _document_content_keys(count: int) -> list[str]:
+    return [names.document_keys(names.OI_RETRIEVAL_DOCUMENTS, index)[2] for index in range(count)]
 
 
-_DOCUMENT_CONTENT_KEYS = [_document_content_key(index) for index in range(64)]
+_DOCUMENT_CONTENT_KEYS = _document_content_keys(64)
 
 
 def _recorded_context(span: Span) -> tuple[list[Placement], bool] | None:
@@ -317,7 +319,7 @@ def _context_of(
     before = [c for c in contexts if end_order(c[0]) <= end_order(generation)]
     if not before:
         return None
-    recorded_size = generation.get_int(names.metric_attribute(names.METRIC_IN_CONTEXT))
+    recorded_size = generation.get_int(_IN_CONTEXT_KEY)
 
     def fits(candidate: tuple[Span, list[Placement], bool]) -> bool:
         ids = {p.chunk_id for p in candidate[1]}
