@@ -100,10 +100,14 @@ class Assemble(Stage):
         """The inclusion facts so far (final once the assemble block has closed)."""
         if self.record_ is not None:
             return self.record_
+        return self._record()
+
+    def _record(self) -> ContextRecord:
+        """The located chunks for a prompt the user built, else what the builder placed."""
         return self._located if self._located is not None else self.builder.record()
 
     def on_close(self) -> None:
-        record = self._located if self._located is not None else self.builder.record()
+        record = self._record()
         span_context = self.span.get_span_context()
         if span_context.is_valid:
             record.span_id = format(span_context.span_id, "016x")

@@ -258,7 +258,7 @@ GEN_AI_COMPLETION: Final = "gen_ai.completion"
 LEGACY_MESSAGE_ROLE: Final = "role"
 LEGACY_MESSAGE_CONTENT: Final = "content"
 # gen_ai.operation.name values of a model call (besides ragtrace's own "chat")
-GENERATION_OPERATIONS: Final = frozenset({"chat", "text_completion", "generate_content", "completion"})
+GENERATION_OPERATIONS: Final = frozenset({OP_CHAT, "text_completion", "generate_content", "completion"})
 
 
 # --- the attribute reference ------------------------------------------------------------------

@@ -92,13 +92,12 @@ class RagPipeline(Stage):
             found.context_precision.record(self.metrics[names.METRIC_CONTEXT_PRECISION], labels)
 
     def set_query(self, query: Any) -> None:
-        """The user's question (also settable after start, e.g. by the decorator)."""
+        """The user's question (also settable after start, e.g. by the decorator), and its hash,
+        which joins traces to a golden set when the text itself is not exported."""
         text = as_text(query)
-        if text is None or self.attrs is None:
-            return
-        self.query = text
-        self.attrs.essential(names.RAG_QUERY_HASH, query_hash(text))
-        self._oi_value(names.OI_INPUT_VALUE, text)
+        super().set_query(text)
+        if text is not None and self.attrs is not None:
+            self.attrs.essential(names.RAG_QUERY_HASH, query_hash(text))
 
     def attach(self) -> None:
         super().attach()
