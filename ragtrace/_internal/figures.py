@@ -11,11 +11,21 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Union
+from typing import Protocol, Union
 
-from . import names
-from .assembly import Placement
-from .chunks import Chunk
+from .names import (
+    METRIC_CITED,
+    METRIC_CITED_POSITIONS,
+    METRIC_CONTEXT_PRECISION,
+    METRIC_CONTEXT_UTILIZATION,
+    METRIC_DUPLICATE_CHUNKS,
+    METRIC_IN_CONTEXT,
+    METRIC_INVALID_CITATIONS,
+    METRIC_RECALL_PROXY,
+    METRIC_RECALL_PROXY_WEIGHTED,
+    METRIC_RETRIEVED,
+    METRIC_WASTED_CONTEXT_TOKENS,
+)
 
 FigureValue = Union[int, float, list[int]]
 
@@ -27,11 +37,39 @@ STATUS_EMPTY_CONTEXT = "empty_context"
 STATUS_NO_ANSWER = "no_answer"
 
 
+class Retrieved(Protocol):
+    """What the figures read of a retrieved chunk: ``chunks.Chunk`` has it, and so do the lighter
+    records ``ragtrace report`` rebuilds from exported spans."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def rank(self) -> int: ...
+
+    @property
+    def content_hash(self) -> str | None: ...
+
+
+class Placed(Protocol):
+    """What the figures read of a placement: ``assembly.Placement`` has it, and so do the lighter
+    records ``ragtrace report`` rebuilds from exported spans."""
+
+    @property
+    def chunk_id(self) -> str: ...
+
+    @property
+    def position(self) -> int: ...
+
+    @property
+    def tokens(self) -> int: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Answer:
     """One answer generation: what it was shown and what it cited."""
 
-    placements: Sequence[Placement] | None  # None: the context is unknown
+    placements: Sequence[Placed] | None  # None: the context is unknown
     cited_ids: Sequence[str] = ()
     invalid_citations: int = 0
 
@@ -48,10 +86,10 @@ class Figures:
 
 
 def compute(
-    retrievals: Sequence[Sequence[Chunk]],
+    retrievals: Sequence[Sequence[Retrieved]],
     answers: Sequence[Answer],
     *,
-    contexts: Sequence[Sequence[Placement]] = (),
+    contexts: Sequence[Sequence[Placed]] = (),
     unreadable: int = 0,
 ) -> Figures:
     """The figures for one trace (or one generation: pass just that answer).
@@ -81,22 +119,22 @@ def compute(
     if not retrievals:
         status.append(STATUS_NO_RETRIEVAL)
     else:
-        values[names.METRIC_RETRIEVED] = len(best_rank)
-        values[names.METRIC_DUPLICATE_CHUNKS] = duplicates
+        values[METRIC_RETRIEVED] = len(best_rank)
+        values[METRIC_DUPLICATE_CHUNKS] = duplicates
         if not best_rank:
             status.append(STATUS_UNREADABLE_RETRIEVAL if unreadable else STATUS_EMPTY_RETRIEVAL)
 
-    placed: dict[str, Placement] = {}
+    placed: dict[str, Placed] = {}
     known_contexts = [a.placements for a in answers if a.placements is not None] + list(contexts)
     for placements in known_contexts:
         for placement in placements:
             placed.setdefault(placement.chunk_id, placement)
     context_known = bool(known_contexts)
     if context_known:
-        values[names.METRIC_IN_CONTEXT] = len(placed)
+        values[METRIC_IN_CONTEXT] = len(placed)
         if best_rank:
             in_context_retrieved = sum(1 for chunk_id in placed if chunk_id in best_rank)
-            values[names.METRIC_CONTEXT_PRECISION] = in_context_retrieved / len(best_rank)
+            values[METRIC_CONTEXT_PRECISION] = in_context_retrieved / len(best_rank)
     else:
         status.append(STATUS_NO_CONTEXT)
 
@@ -115,18 +153,18 @@ def compute(
         for chunk_id in answer.cited_ids:
             if chunk_id in placed:
                 cited.setdefault(chunk_id)
-    values[names.METRIC_CITED] = len(cited)
-    values[names.METRIC_INVALID_CITATIONS] = sum(a.invalid_citations for a in scored)
+    values[METRIC_CITED] = len(cited)
+    values[METRIC_INVALID_CITATIONS] = sum(a.invalid_citations for a in scored)
     if best_rank:
-        values[names.METRIC_RECALL_PROXY] = sum(1 for c in cited if c in best_rank) / len(best_rank)
-        values[names.METRIC_RECALL_PROXY_WEIGHTED] = _weighted(cited, best_rank)
+        values[METRIC_RECALL_PROXY] = sum(1 for c in cited if c in best_rank) / len(best_rank)
+        values[METRIC_RECALL_PROXY_WEIGHTED] = _weighted(cited, best_rank)
     if context_known:
         if placed:
-            values[names.METRIC_CONTEXT_UTILIZATION] = sum(1 for c in cited if c in placed) / len(placed)
+            values[METRIC_CONTEXT_UTILIZATION] = sum(1 for c in cited if c in placed) / len(placed)
         else:
             status.append(STATUS_EMPTY_CONTEXT)
-        values[names.METRIC_WASTED_CONTEXT_TOKENS] = sum(p.tokens for c, p in placed.items() if c not in cited)
-        values[names.METRIC_CITED_POSITIONS] = sorted(placed[c].position for c in cited if c in placed)
+        values[METRIC_WASTED_CONTEXT_TOKENS] = sum(p.tokens for c, p in placed.items() if c not in cited)
+        values[METRIC_CITED_POSITIONS] = sorted(placed[c].position for c in cited if c in placed)
     return figures
 
 

@@ -23,7 +23,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._internal import names
 from .._internal.figures import (
     STATUS_EMPTY_CONTEXT,
     STATUS_EMPTY_RETRIEVAL,
@@ -31,6 +30,20 @@ from .._internal.figures import (
     STATUS_NO_CONTEXT,
     STATUS_NO_RETRIEVAL,
     STATUS_UNREADABLE_RETRIEVAL,
+)
+from .._internal.names import (
+    METRIC_CITED,
+    METRIC_CITED_POSITIONS,
+    METRIC_CONTEXT_PRECISION,
+    METRIC_CONTEXT_UTILIZATION,
+    METRIC_DUPLICATE_CHUNKS,
+    METRIC_IN_CONTEXT,
+    METRIC_INVALID_CITATIONS,
+    METRIC_RECALL_PROXY,
+    METRIC_RECALL_PROXY_WEIGHTED,
+    METRIC_RETRIEVED,
+    METRIC_WASTED_CONTEXT_TOKENS,
+    PROXY_METRICS,
 )
 from .row import (
     STATUS_ATTRIBUTES_LOST,
@@ -43,17 +56,16 @@ from .row import (
     Row,
 )
 
-
 PERCENTILES = (25, 50, 90)
 SUMMARY_FIGURES = (
-    names.METRIC_CONTEXT_PRECISION,
-    names.METRIC_RECALL_PROXY,
-    names.METRIC_RECALL_PROXY_WEIGHTED,
-    names.METRIC_CONTEXT_UTILIZATION,
-    names.METRIC_WASTED_CONTEXT_TOKENS,
-    names.METRIC_RETRIEVED,
-    names.METRIC_IN_CONTEXT,
-    names.METRIC_CITED,
+    METRIC_CONTEXT_PRECISION,
+    METRIC_RECALL_PROXY,
+    METRIC_RECALL_PROXY_WEIGHTED,
+    METRIC_CONTEXT_UTILIZATION,
+    METRIC_WASTED_CONTEXT_TOKENS,
+    METRIC_RETRIEVED,
+    METRIC_IN_CONTEXT,
+    METRIC_CITED,
 )
 DEFAULT_GROUP_BY = ("pipeline", "route", "version", "top_k")
 MAX_GROUP_VALUES = 50  # distinct values per grouping dimension; the rest go to "(other)"
@@ -93,10 +105,10 @@ REASON_TEXT = {
 
 
 SHORT = {
-    names.METRIC_CONTEXT_PRECISION: "precision",
-    names.METRIC_RECALL_PROXY: "recall",
-    names.METRIC_RECALL_PROXY_WEIGHTED: "recall_w",
-    names.METRIC_CONTEXT_UTILIZATION: "utilization",
+    METRIC_CONTEXT_PRECISION: "precision",
+    METRIC_RECALL_PROXY: "recall",
+    METRIC_RECALL_PROXY_WEIGHTED: "recall_w",
+    METRIC_CONTEXT_UTILIZATION: "utilization",
 }
 
 
@@ -132,7 +144,7 @@ def verdict(row: Row, thresholds: Mapping[str, float]) -> Verdict:
             reasons.append(f"{SHORT.get(metric, metric)}<{bar:g}")
     if row.nonconformant:
         reasons.append("no citations")
-    invalid = row.figures.get(names.METRIC_INVALID_CITATIONS)
+    invalid = row.figures.get(METRIC_INVALID_CITATIONS)
     if invalid:
         reasons.append(f"{invalid} invalid citation{'s' if invalid != 1 else ''}")
     return Verdict(VERDICT_CHECK if reasons else VERDICT_OK, tuple(reasons))
@@ -326,12 +338,12 @@ class Series:
             return
         slot = self.buckets.get(time_ns // self.width)
         if slot is None:
-            slot = self.buckets[time_ns // self.width] = [0.0] * (1 + 2 * len(names.PROXY_METRICS))
+            slot = self.buckets[time_ns // self.width] = [0.0] * (1 + 2 * len(PROXY_METRICS))
             if len(self.buckets) > MAX_BUCKETS:
                 self._widen()
                 slot = self.buckets[time_ns // self.width]
         slot[0] += 1
-        for index, metric in enumerate(names.PROXY_METRICS):
+        for index, metric in enumerate(PROXY_METRICS):
             value = figures.get(metric)
             if isinstance(value, (int, float)):
                 slot[1 + 2 * index] += value
@@ -352,7 +364,7 @@ class Series:
         for key in sorted(self.buckets):
             slot = self.buckets[key]
             point: dict[str, Any] = {"start_ns": key * self.width, "traces": int(slot[0])}
-            for index, metric in enumerate(names.PROXY_METRICS):
+            for index, metric in enumerate(PROXY_METRICS):
                 count = slot[2 + 2 * index]
                 point[metric] = slot[1 + 2 * index] / count if count else None
             out.append(point)
@@ -363,15 +375,15 @@ def contribution(row: Row, row_verdict: Verdict, numbers: tuple[tuple[str, float
     """Everything ``Group.apply`` needs from one row, as a hashable tuple (equal rows, equal tuples)."""
     figures = row.figures
     answers = row.answers
-    duplicates = figures.get(names.METRIC_DUPLICATE_CHUNKS)
+    duplicates = figures.get(METRIC_DUPLICATE_CHUNKS)
     if not isinstance(duplicates, int):
         duplicates = None
-    size = figures.get(names.METRIC_IN_CONTEXT)
-    positions = figures.get(names.METRIC_CITED_POSITIONS)
+    size = figures.get(METRIC_IN_CONTEXT)
+    positions = figures.get(METRIC_CITED_POSITIONS)
     known_positions = isinstance(size, int) and isinstance(positions, list)
     depth = None
     if row.top_k is not None and row.placed_depth is not None:
-        retrieved = figures.get(names.METRIC_RETRIEVED)
+        retrieved = figures.get(METRIC_RETRIEVED)
         depth = (
             row.top_k,
             row.placed_depth,
@@ -386,7 +398,7 @@ def contribution(row: Row, row_verdict: Verdict, numbers: tuple[tuple[str, float
         answers,
         row.nonconformant,
         bool(answers) and row.nonconformant == answers,
-        bool(answers) and bool(figures.get(names.METRIC_INVALID_CITATIONS)),
+        bool(answers) and bool(figures.get(METRIC_INVALID_CITATIONS)),
         row.retrievals,
         row.empty_retrievals,
         duplicates,
@@ -504,7 +516,7 @@ class Aggregator:
             self.first_time = min(self.first_time or row.time, row.time)
             self.last_time = max(self.last_time, row.time)
         if self.rows_limit:
-            recall = row.figures.get(names.METRIC_RECALL_PROXY)
+            recall = row.figures.get(METRIC_RECALL_PROXY)
             priority = (_SEVERITY[row_verdict.label], recall if isinstance(recall, (int, float)) else 2.0, row.time)
             entry = ((-priority[0], -priority[1], -priority[2]), next(self._counter), row, row_verdict)
             if len(self._worst) < self.rows_limit:

@@ -231,7 +231,10 @@ class TraceReader:
         parent_id = _hex_id(parent_id, 16) if parent_id else ""
         try:
             attrs = {kv["key"]: kv.get("value") for kv in get("attributes") or ()}
+            well_formed = all(type(key) is str for key in attrs)
         except (KeyError, TypeError, AttributeError):
+            well_formed = False
+        if not well_formed:
             attrs = {}
             for kv in get("attributes") or ():
                 if isinstance(kv, dict) and isinstance(kv.get("key"), str):

@@ -9,10 +9,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._internal import names
-from .._internal.assembly import Placement
-from .._internal.chunks import Chunk
-from .._internal.figures import Answer, Figures
+from .._internal.figures import Answer, Figures, Placed, Retrieved
+from .._internal.names import (
+    METRIC_CITED_POSITIONS,
+    METRIC_RECALL_PROXY,
+    METRIC_WASTED_CONTEXT_TOKENS,
+    PROXY_METRICS,
+)
 from .spans import Span
 
 SOURCE_RAGTRACE = "ragtrace"
@@ -61,7 +64,7 @@ class Row:
 
     @property
     def measurable(self) -> bool:
-        return names.METRIC_RECALL_PROXY in self.figures
+        return METRIC_RECALL_PROXY in self.figures
 
 
 def end_order(span: Span) -> tuple[int, int]:
@@ -70,10 +73,10 @@ def end_order(span: Span) -> tuple[int, int]:
 
 def retrieval_facts(
     row: Row,
-    retrievals: list[list[Chunk]],
+    retrievals: Sequence[Sequence[Retrieved]],
     result: Figures,
     answers: Sequence[Answer],
-    unanswered: Sequence[Sequence[Placement]],
+    unanswered: Sequence[Sequence[Placed]],
 ) -> None:
     row.retrievals = len(retrievals)
     row.empty_retrievals = sum(1 for r in retrievals if not r)
@@ -93,7 +96,7 @@ def retrieval_facts(
 
 def not_measurable(row: Row, reason: str) -> None:
     """Keep the sizes, drop every ratio: a partial trace must not look like a measurement."""
-    for metric in names.PROXY_METRICS + (names.METRIC_WASTED_CONTEXT_TOKENS, names.METRIC_CITED_POSITIONS):
+    for metric in PROXY_METRICS + (METRIC_WASTED_CONTEXT_TOKENS, METRIC_CITED_POSITIONS):
         row.figures.pop(metric, None)
     if reason not in row.status:
         row.status.insert(0, reason)

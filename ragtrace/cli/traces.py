@@ -15,10 +15,47 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .._internal import names
-from .._internal.assembly import Placement
-from .._internal.chunks import Chunk, content_hash
-from .._internal.figures import Answer, Figures, compute
+from .._internal.chunks import content_hash
+from .._internal.figures import Answer, Figures, Placed, Retrieved, compute
+from .._internal.names import (
+    ALL_METRICS,
+    GEN_AI_RETRIEVAL_QUERY_TEXT,
+    GEN_AI_RETRIEVAL_TOP_K,
+    GEN_AI_WORKFLOW_NAME,
+    METRIC_CITED,
+    METRIC_CITED_POSITIONS,
+    METRIC_DUPLICATE_CHUNKS,
+    METRIC_IN_CONTEXT,
+    METRIC_WASTED_CONTEXT_TOKENS,
+    OI_INPUT_VALUE,
+    OI_RETRIEVAL_DOCUMENTS,
+    RAG_CITATION_CONFORMANT,
+    RAG_CITATION_FORMAT,
+    RAG_CITATION_IDS,
+    RAG_CITATION_INVALID_COUNT,
+    RAG_CONTENT_MODE,
+    RAG_CONTEXT_CHUNK_IDS,
+    RAG_CONTEXT_CHUNK_TOKENS,
+    RAG_CONTEXT_POSITIONS,
+    RAG_GENERATION_CONTEXT_SPAN_ID,
+    RAG_GENERATION_ROLE,
+    RAG_PIPELINE_ATTRIBUTE_PREFIX,
+    RAG_QUERY_HASH,
+    RAG_QUERY_ID,
+    RAG_RETRIEVAL_CHUNK_IDS,
+    RAG_RETRIEVAL_CONTENT_HASHES,
+    RAG_RETRIEVAL_RANKS,
+    RAG_RETRIEVAL_RESULT_COUNT,
+    RAG_STAGE,
+    RAG_UNREADABLE_ITEMS,
+    ROLE_ANSWER,
+    STAGE_ASSEMBLE,
+    STAGE_GENERATE,
+    STAGE_PIPELINE,
+    STAGE_RETRIEVE,
+    document_keys,
+    metric_attribute,
+)
 from .foreign import foreign_row
 from .row import (  # noqa: F401 - STATUS_ATTRIBUTES_LOST and Row are imported from here too
     STATUS_ATTRIBUTES_LOST,
@@ -31,9 +68,13 @@ from .row import (  # noqa: F401 - STATUS_ATTRIBUTES_LOST and Row are imported f
 )
 from .spans import Span, Trace
 
-_METRIC_KEYS = tuple((metric, names.metric_attribute(metric)) for metric in names.ALL_METRICS)
-_CITED_KEY = names.metric_attribute(names.METRIC_CITED)
-_IN_CONTEXT_KEY = names.metric_attribute(names.METRIC_IN_CONTEXT)
+_METRIC_KEYS = tuple((metric, metric_attribute(metric)) for metric in ALL_METRICS)
+_CITED_KEY = metric_attribute(METRIC_CITED)
+_IN_CONTEXT_KEY = metric_attribute(METRIC_IN_CONTEXT)
+# the keys that start with the label prefix are exactly those in [_LABEL_FIRST, _LABEL_BEYOND)
+_LABEL_FIRST = RAG_PIPELINE_ATTRIBUTE_PREFIX
+_LABEL_BEYOND = _LABEL_FIRST[:-1] + chr(ord(_LABEL_FIRST[-1]) + 1)
+_LABEL_START = len(_LABEL_FIRST)
 
 
 # --- trace -> runs --------------------------------------------------------------------------------
@@ -42,20 +83,20 @@ def rows_of(trace: Trace) -> list[Row]:
     spans = trace.spans
     stages: list[tuple[Span, str]] = []
     for span in spans:
-        stage = span.get_str(names.RAG_STAGE)
+        stage = span.get_str(RAG_STAGE)
         if stage is not None:
             stages.append((span, stage))
     if not stages:
         return [foreign_row(trace)]
 
     by_id: dict[str, Span] = {}  # built when a span's parent is not its pipeline (see below)
-    pipelines = [span for span, stage in stages if stage == names.STAGE_PIPELINE]
+    pipelines = [span for span, stage in stages if stage == STAGE_PIPELINE]
     pipeline_ids = {span.span_id for span in pipelines}
     members: dict[str, list[tuple[Span, str]]] = {span.span_id: [] for span in pipelines}
     implicit: list[tuple[Span, str]] = []
     owner_cache: dict[str, str | None] = {}
     for span, stage in stages:
-        if stage == names.STAGE_PIPELINE:
+        if stage == STAGE_PIPELINE:
             continue
         if span.parent_id in pipeline_ids:  # a child of its pipeline: _owner's first step, inline
             members[span.parent_id].append((span, stage))
@@ -121,27 +162,27 @@ def _ragtrace_row(trace: Trace, pipeline: Span | None, members: list[tuple[Span,
     members.sort(key=lambda item: end_order(item[0]))
     lost = False
 
-    retrievals: list[list[Chunk]] = []
+    retrievals: list[list[Retrieved]] = []
     unreadable = 0
     for span, stage in members:
-        if stage != names.STAGE_RETRIEVE:
+        if stage != STAGE_RETRIEVE:
             continue
         chunks = _recorded_retrieval(span)
-        top_k = span.get_int(names.GEN_AI_RETRIEVAL_TOP_K)
+        top_k = span.get_int(GEN_AI_RETRIEVAL_TOP_K)
         if top_k is not None:
             row.top_k = max(row.top_k or 0, top_k)
         if row.query is None:
-            row.query = span.get_str(names.GEN_AI_RETRIEVAL_QUERY_TEXT)
+            row.query = span.get_str(GEN_AI_RETRIEVAL_QUERY_TEXT)
         if chunks is None:
-            if span.has(names.RAG_RETRIEVAL_RESULT_COUNT):
+            if span.has(RAG_RETRIEVAL_RESULT_COUNT):
                 lost = True
             continue
         retrievals.append(chunks)
-        unreadable += span.get_int(names.RAG_UNREADABLE_ITEMS) or 0
+        unreadable += span.get_int(RAG_UNREADABLE_ITEMS) or 0
 
-    contexts: list[tuple[Span, list[Placement], bool]] = []
+    contexts: list[tuple[Span, list[Placed], bool]] = []
     for span, stage in members:
-        if stage != names.STAGE_ASSEMBLE:
+        if stage != STAGE_ASSEMBLE:
             continue
         recorded = _recorded_context(span)
         if recorded is None:
@@ -151,13 +192,13 @@ def _ragtrace_row(trace: Trace, pipeline: Span | None, members: list[tuple[Span,
 
     answers: list[Answer] = []
     answer_spans: list[Span] = []
-    used: list[tuple[list[Placement], bool]] = []
+    used: list[tuple[list[Placed], bool]] = []
     for span, stage in members:
-        if stage != names.STAGE_GENERATE or span.get_str(names.RAG_GENERATION_ROLE) != names.ROLE_ANSWER:
+        if stage != STAGE_GENERATE or span.get_str(RAG_GENERATION_ROLE) != ROLE_ANSWER:
             continue
-        if not (span.has(names.RAG_CITATION_FORMAT) or span.has(_CITED_KEY)):
+        if not (span.has(RAG_CITATION_FORMAT) or span.has(_CITED_KEY)):
             continue  # an answer generation that recorded no output: not an answer online either
-        cited = [str(c) for c in span.get_list(names.RAG_CITATION_IDS) or ()]
+        cited = [str(c) for c in span.get_list(RAG_CITATION_IDS) or ()]
         context = _context_of(span, contexts, cited)
         if context is not None:
             used.append((context[1], context[2]))
@@ -165,26 +206,26 @@ def _ragtrace_row(trace: Trace, pipeline: Span | None, members: list[tuple[Span,
             Answer(
                 placements=context[1] if context is not None else None,
                 cited_ids=cited,
-                invalid_citations=span.get_int(names.RAG_CITATION_INVALID_COUNT) or 0,
+                invalid_citations=span.get_int(RAG_CITATION_INVALID_COUNT) or 0,
             )
         )
         answer_spans.append(span)
         row.answers += 1
-        if span.get_bool(names.RAG_CITATION_CONFORMANT) is False:
+        if span.get_bool(RAG_CITATION_CONFORMANT) is False:
             row.nonconformant += 1
 
     unanswered = [] if answers else [placements for _, placements, _ in contexts]
     result = compute(retrievals, answers, contexts=unanswered, unreadable=unreadable)
     tokens_known = all(known for _, known in used) if answers else all(known for _, _, known in contexts)
     if not tokens_known:
-        result.values.pop(names.METRIC_WASTED_CONTEXT_TOKENS, None)
+        result.values.pop(METRIC_WASTED_CONTEXT_TOKENS, None)
     retrieval_facts(row, retrievals, result, answers, unanswered)
     row.figures, row.status = result.values, list(result.status)
     if pipeline is not None:
         row.mismatches = _mismatches(pipeline, result, retrievals)
     elif len(answer_spans) == 1:  # outside a pipeline the answer span carries the trace's figures
         row.mismatches = _mismatches(answer_spans[0], result, retrievals)
-    if set(row.mismatches) - {names.METRIC_DUPLICATE_CHUNKS}:
+    if set(row.mismatches) - {METRIC_DUPLICATE_CHUNKS}:
         not_measurable(row, STATUS_SPANS_MISSING)
     elif lost:
         not_measurable(row, STATUS_ATTRIBUTES_LOST)
@@ -194,43 +235,30 @@ def _ragtrace_row(trace: Trace, pipeline: Span | None, members: list[tuple[Span,
 
 
 def _pipeline_facts(row: Row, pipeline: Span) -> None:
-    row.pipeline = pipeline.get_str(names.GEN_AI_WORKFLOW_NAME)
-    row.query_id = pipeline.get_str(names.RAG_QUERY_ID)
-    row.query_hash = pipeline.get_str(names.RAG_QUERY_HASH)
-    row.content_mode = pipeline.get_str(names.RAG_CONTENT_MODE)
-    row.query = pipeline.get_str(names.OI_INPUT_VALUE)
-    prefix = names.RAG_PIPELINE_ATTRIBUTE_PREFIX
+    row.pipeline = pipeline.get_str(GEN_AI_WORKFLOW_NAME)
+    row.query_id = pipeline.get_str(RAG_QUERY_ID)
+    row.query_hash = pipeline.get_str(RAG_QUERY_HASH)
+    row.content_mode = pipeline.get_str(RAG_CONTENT_MODE)
+    row.query = pipeline.get_str(OI_INPUT_VALUE)
     for key in pipeline.attrs:
-        if not key.startswith(prefix):
-            continue
-        value = pipeline.get(key)
-        if isinstance(value, (str, int, float, bool)):
-            row.labels[key[len(prefix) :]] = value
+        if _LABEL_FIRST <= key < _LABEL_BEYOND:  # key.startswith(prefix), without a method call per key
+            value = pipeline.get(key)
+            if isinstance(value, (str, int, float, bool)):
+                row.labels[key[_LABEL_START:]] = value
 
 
-def _recorded_retrieval(span: Span) -> list[Chunk] | None:
-    ids = span.get_list(names.RAG_RETRIEVAL_CHUNK_IDS)
+def _recorded_retrieval(span: Span) -> list[Retrieved] | None:
+    ids = span.get_list(RAG_RETRIEVAL_CHUNK_IDS)
     if ids is None:
         return None
     count = len(ids)
-    ranks = span.get_aligned(names.RAG_RETRIEVAL_RANKS, int, count) or range(1, count + 1)
-    hashes = span.get_aligned(names.RAG_RETRIEVAL_CONTENT_HASHES, str, count)
+    ranks = span.get_aligned(RAG_RETRIEVAL_RANKS, int, count) or range(1, count + 1)
+    hashes = span.get_aligned(RAG_RETRIEVAL_CONTENT_HASHES, str, count)
     if hashes is None:
         hashes = _hashes_from_documents(span, count)
-    tokens = span.get_aligned(names.RAG_RETRIEVAL_CHUNK_TOKENS, int, count)
-    # Chunk(id, rank, score, content, metadata, tokens, content_hash), positionally (the hot path)
-    return [
-        Chunk(
-            str(chunk_id),
-            ranks[index],
-            None,
-            None,
-            None,
-            tokens[index] if tokens is not None else None,
-            (hashes[index] or None) if hashes is not None else None,
-        )
-        for index, chunk_id in enumerate(ids)
-    ]
+    if hashes is None:
+        return [RecordedChunk(str(chunk_id), ranks[index], None) for index, chunk_id in enumerate(ids)]
+    return [RecordedChunk(str(chunk_id), ranks[index], hashes[index] or None) for index, chunk_id in enumerate(ids)]
 
 
 def _hashes_from_documents(span: Span, count: int) -> list[str] | None:
@@ -251,49 +279,59 @@ def _hashes_from_documents(span: Span, count: int) -> list[str] | None:
 
 
 def _document_content_keys(count: int) -> list[str]:
-    return [names.document_keys(names.OI_RETRIEVAL_DOCUMENTS, index)[2] for index in range(count)]
+    return [document_keys(OI_RETRIEVAL_DOCUMENTS, index)[2] for index in range(count)]
 
 
 _DOCUMENT_CONTENT_KEYS = _document_content_keys(64)
 
 
-def _recorded_context(span: Span) -> tuple[list[Placement], bool] | None:
-    """The placements recorded by an assemble span, and whether their token counts are known."""
-    ids = span.get_list(names.RAG_CONTEXT_CHUNK_IDS)
+def _recorded_context(span: Span) -> tuple[list[Placed], bool] | None:
+    """The placements recorded by an assemble span, and whether their token counts are known.
+
+    Only what the figures are computed from is read (ids, positions, tokens): labels, offsets,
+    truncation, message indexes and hashes are part of the record, not of any figure.
+    """
+    ids = span.get_list(RAG_CONTEXT_CHUNK_IDS)
     if ids is None:
         return None
     count = len(ids)
-    aligned = span.get_aligned
-    positions = aligned(names.RAG_CONTEXT_POSITIONS, int, count) or range(1, count + 1)
-    labels = aligned(names.RAG_CONTEXT_LABELS, str, count)
-    starts = aligned(names.RAG_CONTEXT_CHAR_STARTS, int, count)
-    ends = aligned(names.RAG_CONTEXT_CHAR_ENDS, int, count)
-    tokens = aligned(names.RAG_CONTEXT_CHUNK_TOKENS, int, count)
-    truncated = aligned(names.RAG_CONTEXT_TRUNCATED, bool, count)
-    messages = aligned(names.RAG_CONTEXT_MESSAGE_INDEXES, int, count)
-    hashes = aligned(names.RAG_CONTEXT_CONTENT_HASHES, str, count)
-    # Placement(chunk_id, position, label, start, end, tokens, truncated, message_index, content_hash),
-    # positionally (the hot path)
-    placements = [
-        Placement(
-            str(chunk_id),
-            positions[i],
-            labels[i] if labels else "",
-            starts[i] if starts else 0,
-            ends[i] if ends else 0,
-            tokens[i] if tokens else 0,
-            truncated[i] if truncated else False,
-            (messages[i] if messages[i] >= 0 else None) if messages else None,
-            (hashes[i] or None) if hashes else None,
-        )
-        for i, chunk_id in enumerate(ids)
-    ]
+    positions = span.get_aligned(RAG_CONTEXT_POSITIONS, int, count) or range(1, count + 1)
+    tokens = span.get_aligned(RAG_CONTEXT_CHUNK_TOKENS, int, count)
+    if tokens is None:
+        placements = [RecordedPlacement(str(chunk_id), positions[i], 0) for i, chunk_id in enumerate(ids)]
+    else:
+        placements = [RecordedPlacement(str(chunk_id), positions[i], tokens[i]) for i, chunk_id in enumerate(ids)]
     return placements, tokens is not None
 
 
+# Plain classes rather than a ``Chunk`` and a ``Placement``: the report builds one for every chunk
+# of every trace, and a dataclass's generated ``__init__`` is interpreted code even in the compiled
+# build (a frozen one, like ``Placement``'s, is about five times slower still).
+class RecordedChunk:
+    """A retrieved chunk as the report rebuilds it: only what the figures read (``figures.Retrieved``)."""
+
+    __slots__ = ("id", "rank", "content_hash")
+
+    def __init__(self, chunk_id: str, rank: int, content_hash: str | None) -> None:
+        self.id = chunk_id
+        self.rank = rank
+        self.content_hash = content_hash
+
+
+class RecordedPlacement:
+    """A placement as the report rebuilds it: only what the figures read (``figures.Placed``)."""
+
+    __slots__ = ("chunk_id", "position", "tokens")
+
+    def __init__(self, chunk_id: str, position: int, tokens: int) -> None:
+        self.chunk_id = chunk_id
+        self.position = position
+        self.tokens = tokens
+
+
 def _context_of(
-    generation: Span, contexts: list[tuple[Span, list[Placement], bool]], cited: list[str]
-) -> tuple[Span, list[Placement], bool] | None:
+    generation: Span, contexts: list[tuple[Span, list[Placed], bool]], cited: list[str]
+) -> tuple[Span, list[Placed], bool] | None:
     """The assembly an answer was scored against online.
 
     The SDK records it: ``rag.generation.context_span_id`` is the hex span id of that assemble
@@ -306,7 +344,7 @@ def _context_of(
     latest assembly that ended first, unless the generation's recorded |C| and citations point at
     an earlier one.
     """
-    pointed = generation.get_str(names.RAG_GENERATION_CONTEXT_SPAN_ID)
+    pointed = generation.get_str(RAG_GENERATION_CONTEXT_SPAN_ID)
     if pointed:
         pointed = pointed.lower()
         for candidate in contexts:
@@ -321,7 +359,7 @@ def _context_of(
         return None
     recorded_size = generation.get_int(_IN_CONTEXT_KEY)
 
-    def fits(candidate: tuple[Span, list[Placement], bool]) -> bool:
+    def fits(candidate: tuple[Span, list[Placed], bool]) -> bool:
         ids = {p.chunk_id for p in candidate[1]}
         size_ok = recorded_size is None or len(ids) == recorded_size
         return size_ok and all(c in ids for c in cited)
@@ -332,20 +370,20 @@ def _context_of(
     return before[-1]
 
 
-def _mismatches(pipeline: Span, result: Figures, retrievals: list[list[Chunk]]) -> list[str]:
+def _mismatches(pipeline: Span, result: Figures, retrievals: list[list[Retrieved]]) -> list[str]:
     """Figures recorded online (on the pipeline span, or the one answer span) that differ from the recomputed ones."""
     differ = []
     attrs, values = pipeline.attrs, result.values
     for metric, key in _METRIC_KEYS:
         if key not in attrs:
             continue
-        recorded = pipeline.get(key) if metric == names.METRIC_CITED_POSITIONS else pipeline.get_number(key)
+        recorded = pipeline.get(key) if metric == METRIC_CITED_POSITIONS else pipeline.get_number(key)
         computed = values.get(metric)
         if type(recorded) is type(computed) and recorded == computed:
             continue  # _same's first test, inline: the common case
         if not _same(recorded, computed):
             differ.append(metric)
-    if differ == [names.METRIC_DUPLICATE_CHUNKS]:
+    if differ == [METRIC_DUPLICATE_CHUNKS]:
         hint = ""
         if not any(c.content_hash for r in retrievals for c in r):
             hint = " (content duplicates are only visible offline in hash mode or with document text exported)"
