@@ -48,7 +48,8 @@ class Retrieved(Protocol):
     def rank(self) -> int: ...
 
     @property
-    def content_hash(self) -> str | None: ...
+    def content_hash(self) -> str | None:
+        """The duplicate key: chunks with equal keys and different ids are duplicates by content."""
 
 
 class Placed(Protocol):

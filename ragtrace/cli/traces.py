@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .._internal.chunks import content_hash
 from .._internal.figures import Answer, Figures, Placed, Retrieved, compute
 from .._internal.names import (
     ALL_METRICS,
@@ -253,29 +252,31 @@ def _recorded_retrieval(span: Span) -> list[Retrieved] | None:
         return None
     count = len(ids)
     ranks = span.get_aligned(RAG_RETRIEVAL_RANKS, int, count) or range(1, count + 1)
-    hashes = span.get_aligned(RAG_RETRIEVAL_CONTENT_HASHES, str, count)
-    if hashes is None:
-        hashes = _hashes_from_documents(span, count)
-    if hashes is None:
+    keys = span.get_aligned(RAG_RETRIEVAL_CONTENT_HASHES, str, count)  # hash mode
+    if keys is None:
+        keys = _text_keys(span, count)
+    if keys is None:
         return [RecordedChunk(str(chunk_id), ranks[index], None) for index, chunk_id in enumerate(ids)]
-    return [RecordedChunk(str(chunk_id), ranks[index], hashes[index] or None) for index, chunk_id in enumerate(ids)]
+    return [RecordedChunk(str(chunk_id), ranks[index], keys[index] or None) for index, chunk_id in enumerate(ids)]
 
 
-def _hashes_from_documents(span: Span, count: int) -> list[str] | None:
-    """Content hashes from the OpenInference document text, where it was exported (full mode).
+def _text_keys(span: Span, count: int) -> list[str] | None:
+    """Duplicate keys from the OpenInference document text, where it was exported (full mode).
 
-    Online, duplicates are also found by content; the text of the first ``max_documents`` chunks
-    travels in ``retrieval.documents.{i}.document.content``.
+    Online, duplicates are also found by content: by a hash of the text, which offline would only
+    cost time, as equal texts have equal hashes. So the text itself is the key, after a NUL that
+    keeps an empty text a key and every key apart from the hex digits of a recorded hash. The
+    text of the first ``max_documents`` chunks travels in ``retrieval.documents.{i}.document.content``.
     """
     if _DOCUMENT_CONTENT_KEYS[0] not in span.attrs:
         return None
     get_str = span.get_str
-    keys = _DOCUMENT_CONTENT_KEYS if count <= len(_DOCUMENT_CONTENT_KEYS) else _document_content_keys(count)
-    hashes = []
+    names = _DOCUMENT_CONTENT_KEYS if count <= len(_DOCUMENT_CONTENT_KEYS) else _document_content_keys(count)
+    keys = []
     for index in range(count):
-        text = get_str(keys[index])
-        hashes.append(content_hash(text) if text is not None else "")
-    return hashes
+        text = get_str(names[index])
+        keys.append("\0" + text if text is not None else "")
+    return keys
 
 
 def _document_content_keys(count: int) -> list[str]:
@@ -310,7 +311,7 @@ def _recorded_context(span: Span) -> tuple[list[Placed], bool] | None:
 class RecordedChunk:
     """A retrieved chunk as the report rebuilds it: only what the figures read (``figures.Retrieved``)."""
 
-    __slots__ = ("id", "rank", "content_hash")
+    __slots__ = ("id", "rank", "content_hash")  # content_hash: a recorded hash, or a text key (see _text_keys)
 
     def __init__(self, chunk_id: str, rank: int, content_hash: str | None) -> None:
         self.id = chunk_id

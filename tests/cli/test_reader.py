@@ -126,6 +126,17 @@ def test_bad_attribute_value_is_a_warning(tmp_path):
     assert f"{path}:1: span 1111111111111111: attribute rag.stage is not a valid value" in diagnostics.stream.getvalue()
 
 
+@pytest.mark.parametrize("decoder", ["json", "msgspec"])
+def test_attribute_keys_that_are_not_strings_are_skipped_with_a_warning(tmp_path, decoder):
+    span = _span(T1, "1" * 16, **{"rag.pipeline.route": "faq"})
+    span["attributes"].append({"key": 7, "value": {"stringValue": "x"}})
+    path = tmp_path / "t.jsonl"
+    path.write_text(_request(span))
+    (trace,), diagnostics, _ = _read(path, decoder=decoder)
+    assert list(trace.spans[0].attrs) == ["rag.pipeline.route"]
+    assert f"{path}:1: span 1111111111111111: malformed attribute entries skipped" in diagnostics.stream.getvalue()
+
+
 def test_malformed_lines_warn_with_line_numbers_and_the_rest_is_read(cli, known, tmp_path):
     source = lines(known[0])
     broken = tmp_path / "broken.jsonl"

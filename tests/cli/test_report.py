@@ -233,17 +233,32 @@ def test_full_mode_content_duplicates_come_from_document_text(cli, tmp_path):
     assert result.err == ""
 
 
-def test_rows_build_chunks_and_placements_in_field_order():
-    """traces.py builds Chunk and Placement positionally (the hot path): a reordered field must fail here."""
-    import dataclasses
+def test_full_mode_text_keys_match_online_hashes_for_empty_and_hex_like_text(cli, tmp_path):
+    """Offline the exported text is the duplicate key: an empty text is still a key, and a text
+    that looks like a hash is not confused with one."""
+    path = tmp_path / "edge.jsonl"
+    provider = provider_to(path)
+    import ragtrace
 
-    from ragtrace._internal.assembly import Placement
-    from ragtrace._internal.chunks import Chunk
-
-    assert [f.name for f in dataclasses.fields(Chunk)] == ["id", "rank", "score", "content", "metadata", "tokens", "content_hash"]
-    assert [f.name for f in dataclasses.fields(Placement)] == [
-        "chunk_id", "position", "label", "start", "end", "tokens", "truncated", "message_index", "content_hash"
+    docs = [
+        {"id": "a", "content": ""},
+        {"id": "b", "content": ""},
+        {"id": "c", "content": "0123456789abcdef"},
+        {"id": "d", "content": "0123456789abcdef "},
     ]
+    with ragtrace.rag_pipeline("dups", query="q", tracer_provider=provider) as run:
+        with ragtrace.retrieve("q", tracer_provider=provider) as r:
+            r.record(docs)
+        with ragtrace.assemble(tracer_provider=provider) as ctx:
+            ctx.add(docs[2])
+        with ragtrace.generate(tracer_provider=provider) as g:
+            g.record("[1]")
+    provider.shutdown()
+    assert run.metrics["duplicate_chunks"] == 1  # a and b: both empty
+    result = cli("report", "--json", path)
+    (row,) = result.json()["traces"]
+    assert row["duplicate_chunks"] == 1 and row["recorded_mismatch"] == []
+    assert result.err == ""
 
 
 def test_rich_terminal_table_when_stdout_is_a_terminal(cli, tmp_path, monkeypatch):
