@@ -27,9 +27,16 @@ class Diagnostics:
         self.quiet = quiet
         self.counts: Counter[str] = Counter()
         self.progress: Progress | None = None
+        # while True, warnings wait in _held for release(): the reader holds those raised about a
+        # trace it finished in the middle of a line until the line's own warnings are out
+        self.holding = False
+        self._held: list[tuple[str, str | None, str]] = []
 
     def warn(self, kind: str, where: str | None, message: str) -> None:
         """One warning. ``kind`` groups it for the cap, ``where`` is ``file:line`` (or None)."""
+        if self.holding:
+            self._held.append((kind, where, message))
+            return
         self.counts[kind] += 1
         if self.quiet or self.counts[kind] > self.limit:
             return
@@ -38,6 +45,12 @@ class Diagnostics:
         location = f"{where}: " if where else ""
         self.stream.write(f"ragtrace: warning: {location}{message}\n")
         self.stream.flush()
+
+    def release(self) -> None:
+        """Give the held warnings, in the order they were raised."""
+        held, self._held = self._held, []
+        for warning in held:
+            self.warn(*warning)
 
     @property
     def total(self) -> int:

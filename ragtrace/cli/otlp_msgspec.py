@@ -121,19 +121,71 @@ def decode_request(line: bytes) -> list[_Span] | None:
     structures the typed decode rejects, spans without a ``traceId``, and lines that are not UTF-8
     (``msgspec`` does not check the bytes inside values it skips; ``json`` rejects the line).
     """
+    return _decode(line, _request)
+
+
+# A long line, read a few dozen spans at a time (see ``TraceReader._ingest_pieces``): decoded
+# first without the spans' attributes, which stay unparsed slices and are most of the line, then
+# the attributes of a few spans at a time with ``decode_attributes``.
+class _SpanHead(msgspec.Struct, gc=False):
+    traceId: Any = None
+    spanId: Any = None
+    parentSpanId: Any = None
+    flags: Any = None
+    name: Any = None
+    startTimeUnixNano: Any = None
+    endTimeUnixNano: Any = None
+    attributes: msgspec.Raw = None  # type: ignore[assignment]
+    events: msgspec.Raw = None  # type: ignore[assignment]
+
+
+class _HeadScopeSpans(msgspec.Struct, gc=False):
+    spans: list[_SpanHead] | None = None
+
+
+class _HeadResourceSpans(msgspec.Struct, gc=False):
+    scopeSpans: list[_HeadScopeSpans] | None = None
+
+
+class _HeadRequest(msgspec.Struct, gc=False):
+    resourceSpans: list[_HeadResourceSpans] | None = None
+
+
+_head_request = msgspec.json.Decoder(_HeadRequest).decode
+decode_attributes = msgspec.json.Decoder(list[_KeyValue] | None).decode  # a head's attributes; may raise
+
+
+def decode_heads(line: bytes) -> list[_SpanHead] | None:
+    """``decode_request`` without the attributes: each span's are an unparsed slice of the line,
+    for ``decode_attributes``. ``None`` for the same lines as ``decode_request``, but for what
+    only decoding the attributes can show."""
+    return _decode(line, _head_request)
+
+
+def parsed_span(head: _SpanHead) -> dict[str, Any]:
+    """A head as ``json`` parses its span, for ``TraceReader._add`` (when the typed decode rejects
+    the span's attributes). Raises ``ValueError`` for a value ``json`` can't parse."""
+    span = {field: getattr(head, field) for field in head.__struct_fields__}
+    span["attributes"] = None if head.attributes is None else load(head.attributes)
+    span["events"] = None if head.events is None else load(head.events)
+    return span
+
+
+def _decode(line: bytes, decode: Any) -> list[Any] | None:
+    """The spans of ``line`` decoded with ``decode`` (one of the request decoders), or ``None``."""
     if not line.isascii():
         try:
             line.decode("utf-8")
         except UnicodeDecodeError:
             return None
     try:
-        request = _request(line)
+        request = decode(line)
     except (DecodeError, ValidationError):
         return None
     resources = request.resourceSpans
     if resources is None:
         return None
-    spans: list[_Span] = []
+    spans: list[Any] = []
     for resource in resources:
         scopes = resource.scopeSpans
         if scopes is None:

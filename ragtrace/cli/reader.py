@@ -22,7 +22,9 @@ both): the standard library's ``json``, and, when ``msgspec`` is installed (in t
 ``otlp_msgspec``, which decodes canonical export-request lines into typed structs and keeps every
 attribute value as an unparsed slice of the line until it is asked for. Lines of any other shape
 go through ``json`` either way. ``decoder="auto"`` (the default) uses ``msgspec`` when it can be
-imported.
+imported. With ``msgspec``, long lines (``PIECEWISE_BYTES``) are read a few dozen spans at a time
+and each trace is finished as soon as the line holds no more of its spans, while its objects are
+still in the CPU's cache; the traces, their order and the warnings are the same.
 
 Nothing here raises on bad input except for files that can't be opened at all (``InputError``);
 everything else is a warning with ``file:line``.
@@ -52,6 +54,7 @@ try:  # the optional fast decoder (pip install 'ragtrace[cli]')
     from . import otlp_msgspec as _msgspec
 except ImportError:  # pragma: no cover - depends on the environment
     _msgspec = None  # type: ignore[assignment]
+_MSGSPEC_ERRORS: tuple[type[Exception], ...] = (_msgspec.DecodeError, _msgspec.ValidationError) if _msgspec is not None else ()
 
 DECODER_AUTO = "auto"
 DECODER_MSGSPEC = "msgspec"
@@ -64,6 +67,8 @@ MAX_DOCUMENT_BYTES = 512 * 1024 * 1024  # a single (non-lines) JSON document is 
 DEFAULT_GRACE_SPANS = 0  # finish a trace right after the line (or document) holding its root
 DEFAULT_MAX_PENDING_SPANS = 100_000
 _FINISHED_MEMORY = 20_000  # finished trace ids remembered, to recognise late spans (bounded)
+PIECEWISE_BYTES = 256 * 1024  # fast-decoder lines at least this long are read a few spans at a time
+_PIECE_SPANS = 64  # ...this many (see TraceReader._ingest_pieces)
 _READ_BUFFER = 1 << 20  # the raw file's buffer: gzip inputs are read through it (plain files by linefile.Lines)
 
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -366,49 +371,11 @@ class TraceReader:
         Attribute values stay ``msgspec.Raw`` slices of the line; spans whose trace is still open
         once the line is done are copied out of it (``Span.detach``), so memory stays flat.
         """
-        append = self._append
+        add = self._add_fast
         sliced: list[Span] = []
         for raw in spans:
-            trace_id = raw.traceId
-            if type(trace_id) is not str or len(trace_id) != 32:
-                trace_id = _hex_id(trace_id, 32)
-            span_id = raw.spanId
-            if type(span_id) is not str or len(span_id) != 16:
-                span_id = _hex_id(span_id, 16)
-            if not trace_id or not span_id:
-                self.diagnostics.warn("malformed span", f"{source.name}:{line}", "a span has no traceId or spanId; skipped")
-                continue
-            parent_id = raw.parentSpanId
-            if parent_id:
-                if type(parent_id) is not str or len(parent_id) != 16:
-                    parent_id = _hex_id(parent_id, 16)
-            else:
-                parent_id = ""
-            attributes = raw.attributes
-            flags = raw.flags
-            name = raw.name
-            try:  # _nanos, inline
-                start = int(raw.startTimeUnixNano)
-            except (TypeError, ValueError, OverflowError):
-                start = 0
-            try:
-                end = int(raw.endTimeUnixNano)
-            except (TypeError, ValueError, OverflowError):
-                end = 0
-            span = Span(
-                trace_id,
-                span_id,
-                parent_id,
-                name if type(name) is str else "",
-                start,
-                end,
-                {kv.key: kv.value for kv in attributes} if attributes else {},
-                raw.events,
-                not parent_id or (type(flags) is int and flags & _REMOTE_PARENT == _REMOTE_PARENT),
-                source,
-                line,
-            )
-            if append(span):
+            span = add(raw, raw.attributes, source, line)
+            if span is not None:
                 sliced.append(span)
         yield from self._flush()
         pending = self._pending
@@ -416,6 +383,121 @@ class TraceReader:
             for span in sliced:
                 if span.trace_id in pending:
                     span.detach()
+
+    def _ingest_pieces(self, heads: list[Any], source: Source, line: int) -> Iterator[Trace]:
+        """A long line decoded by ``otlp_msgspec.decode_heads``: its spans' attributes are decoded and
+        the spans read ``_PIECE_SPANS`` at a time.
+
+        The same traces, spans and warnings as ``_ingest_fast`` on the whole line, in the same order,
+        but each trace is finished as soon as the line holds no more of its spans. Decoded whole, a
+        line of 512 spans is megabytes of objects before its first trace is finished, more than the
+        CPU's cache holds; on a host whose cache other processes share, fetching them back from
+        memory cost up to 40% of the throughput (docs/performance.md).
+
+        Warnings raised while a trace is out (by whoever reads its rows) are held until the line is
+        read, so they still come after the line's own. When the typed decode rejects a span's
+        attributes, that span and the rest of the line go through ``json``, as ``decode_request``
+        would have sent the whole line there, and the spans before it are what ``json`` would have
+        made of them too.
+        """
+        last = {_hex_id(head.traceId, 32): index for index, head in enumerate(heads)}
+        ready, pending, diagnostics = self._ready, self._pending, self.diagnostics
+        decode, add_fast = _msgspec.decode_attributes, self._add_fast  # type: ignore[union-attr]
+        touched: set[str] = set()
+        typed = True  # False from the first span whose attributes the typed decode rejects
+        count = len(heads)
+        try:
+            for start in range(0, count, _PIECE_SPANS):
+                stop = min(start + _PIECE_SPANS, count)
+                for index in range(start, stop):
+                    head = heads[index]
+                    if typed:
+                        try:
+                            attributes = decode(head.attributes) if head.attributes is not None else None
+                        except _MSGSPEC_ERRORS:
+                            typed = False
+                    if typed:
+                        span = add_fast(head, attributes, source, line)
+                        if span is not None:
+                            touched.add(span.trace_id)
+                    elif not self._add_piece(head, source, line):
+                        break
+                else:
+                    while ready and ready[0][0] <= self.stats.spans and last.get(ready[0][1], -1) < stop:
+                        trace_id = ready.popleft()[1]
+                        if trace_id in pending:
+                            diagnostics.holding = True
+                            yield self._finish(trace_id)
+                            diagnostics.holding = False
+                    continue
+                break
+        finally:
+            diagnostics.holding = False
+            diagnostics.release()
+        yield from self._flush()
+        for trace_id in touched:
+            waiting = pending.get(trace_id)
+            if waiting is not None:
+                for span in waiting.spans:
+                    if span.line == line and span.source is source:
+                        span.detach()
+
+    def _add_piece(self, head: Any, source: Source, line: int) -> bool:
+        """One span of ``_ingest_pieces`` through ``json`` and ``_add``; False when the rest of the line
+        must be skipped, as ``_ingest`` skips the rest of an export request it can't walk."""
+        try:
+            self._add(_msgspec.parsed_span(head), source, line)  # type: ignore[union-attr]
+        except (AttributeError, TypeError, KeyError, ValueError) as error:
+            self.diagnostics.warn(
+                "malformed export",
+                f"{source.name}:{line}",
+                f"unexpected structure in an export request ({type(error).__name__}: {error}); the rest of it is skipped",
+            )
+            return False
+        return True
+
+    def _add_fast(self, raw: Any, attributes: list[Any] | None, source: Source, line: int) -> Span | None:
+        """One span struct decoded by ``otlp_msgspec`` and its attribute list, as ``_add`` reads a
+        parsed span: the span, if it joined a trace (None when it was malformed or late)."""
+        trace_id = raw.traceId
+        if type(trace_id) is not str or len(trace_id) != 32:
+            trace_id = _hex_id(trace_id, 32)
+        span_id = raw.spanId
+        if type(span_id) is not str or len(span_id) != 16:
+            span_id = _hex_id(span_id, 16)
+        if not trace_id or not span_id:
+            self.diagnostics.warn("malformed span", f"{source.name}:{line}", "a span has no traceId or spanId; skipped")
+            return None
+        parent_id = raw.parentSpanId
+        if parent_id:
+            if type(parent_id) is not str or len(parent_id) != 16:
+                parent_id = _hex_id(parent_id, 16)
+        else:
+            parent_id = ""
+        flags = raw.flags
+        name = raw.name
+        try:  # _nanos, inline
+            start = int(raw.startTimeUnixNano)
+        except (TypeError, ValueError, OverflowError):
+            start = 0
+        try:
+            end = int(raw.endTimeUnixNano)
+        except (TypeError, ValueError, OverflowError):
+            end = 0
+        span = Span(
+            trace_id,
+            span_id,
+            parent_id,
+            name if type(name) is str else "",
+            start,
+            end,
+            {kv.key: kv.value for kv in attributes} if attributes else {},
+            raw.events,
+            not parent_id or (type(flags) is int and flags & _REMOTE_PARENT == _REMOTE_PARENT),
+            source,
+            line,
+        )
+        return span if self._append(span) else None
 
     # -- files -------------------------------------------------------------------------------------
     def _open(self, path: Path) -> tuple[IO[bytes], IO[bytes]]:
@@ -487,10 +569,14 @@ class TraceReader:
                     return
                 continue
             if fast is not None:
-                spans = fast(line)
-                if spans is not None:
+                traces = None
+                if len(line) >= PIECEWISE_BYTES and (heads := _msgspec.decode_heads(line)) is not None:  # type: ignore[union-attr]
+                    traces = self._ingest_pieces(heads, source, line_number)
+                elif (spans := fast(line)) is not None:
+                    traces = self._ingest_fast(spans, source, line_number)
+                if traces is not None:
                     first = False
-                    yield from self._ingest_fast(spans, source, line_number)
+                    yield from traces
                     if progress is not None:
                         progress.update(raw.tell(), self.stats.spans)
                     continue

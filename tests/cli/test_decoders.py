@@ -33,6 +33,15 @@ def json_decoder() -> str:
     return "both"
 
 
+@pytest.fixture(params=["whole lines", "piecewise"])
+def piecewise(request, monkeypatch) -> bool:
+    """Runs a test twice: long lines read whole, and every line read a few spans at a time
+    (``TraceReader._ingest_pieces``, which normally takes only lines of ``PIECEWISE_BYTES`` and up)."""
+    on = request.param == "piecewise"
+    monkeypatch.setattr(reader, "PIECEWISE_BYTES", 0 if on else 1 << 62)
+    return on
+
+
 def _report(paths: list[Path], decoder: str, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str, str]:
     capsys.readouterr()
     code = main(["report", "--json", "--decoder", decoder, *extra, *map(str, paths)])
@@ -86,7 +95,7 @@ def fixture_inputs(tmp_path: Path) -> dict[str, list[Path]]:
     }
 
 
-def test_every_fixture_gives_the_same_report(tmp_path, capsys):
+def test_every_fixture_gives_the_same_report(tmp_path, capsys, piecewise):
     for name, paths in fixture_inputs(tmp_path).items():
         with_json = _report(paths, "json", capsys, "--max-warnings", "1000")
         with_msgspec = _report(paths, "msgspec", capsys, "--max-warnings", "1000")
@@ -189,7 +198,7 @@ ODD_LINES = {
 
 
 @pytest.mark.parametrize("name", list(ODD_LINES))
-def test_odd_lines_read_the_same(tmp_path, name):
+def test_odd_lines_read_the_same(tmp_path, name, piecewise):
     path = tmp_path / "odd.jsonl"
     path.write_bytes("\n".join(ODD_LINES[name]).encode("utf-8", "surrogateescape") + b"\n")
     with_json = _spans(path, "json")
@@ -197,7 +206,7 @@ def test_odd_lines_read_the_same(tmp_path, name):
     assert with_json == with_msgspec
 
 
-def test_pretty_printed_and_late_spans_read_the_same(tmp_path):
+def test_pretty_printed_and_late_spans_read_the_same(tmp_path, piecewise):
     known = tmp_path / "known.jsonl"
     write_known(known)
     reversed_lines = tmp_path / "reversed.jsonl"
@@ -206,7 +215,7 @@ def test_pretty_printed_and_late_spans_read_the_same(tmp_path):
         assert _spans(reversed_lines, "json", **options) == _spans(reversed_lines, "msgspec", **options), options
 
 
-def test_spans_left_open_stop_referencing_their_line(tmp_path, monkeypatch):
+def test_spans_left_open_stop_referencing_their_line(tmp_path, monkeypatch, piecewise):
     """A span whose trace stays open after its line is copied out of it (memory stays flat)."""
     detached = []
     original = reader.Span.detach
@@ -229,7 +238,7 @@ def test_decoder_choice(cli, monkeypatch, known):
     assert result.code == 2 and result.err.count("\n") == 1 and "pip install" in result.err
 
 
-def test_export_lines_take_the_fast_path(tmp_path):
+def test_export_lines_take_the_fast_path(tmp_path, piecewise):
     """So the comparisons above really compare two decoders: canonical lines keep raw slices."""
     import msgspec
 
@@ -244,3 +253,40 @@ def test_export_lines_take_the_fast_path(tmp_path):
     assert all(type(v) is msgspec.Raw for v in first_span(plain, "msgspec").attrs.values())
     assert all(type(v) is dict for v in first_span(listed, "msgspec").attrs.values())  # not one request: json
     assert all(type(v) is dict for v in first_span(plain, "json").attrs.values())
+
+
+def test_long_lines_are_read_a_few_spans_at_a_time(tmp_path, monkeypatch, capsys):
+    """A long line finishes each trace as soon as the line holds no more of it, and the report,
+    warnings included and in the same order, is the one of reading the line whole."""
+    spans = []
+    for n in range(200):  # 200 runs, one after the other, as BatchSpanProcessor writes them
+        trace = f"{n + 1:032x}"
+        parent = "e" * 16 if n == 4 else f"{2 * n + 2:016x}"  # run 5's child: its parent is missing, the rows warn
+        spans.append(_span(f"{2 * n + 1:016x}", '{"stringValue":"child"}', parent=parent, trace=trace))
+        spans.append(_span(f"{2 * n + 2:016x}", '{"stringValue":"root"}', trace=trace))
+    spans.insert(300, '{"traceId":"' + "9" * 32 + '"}')  # no spanId: warned about by the reader, later in the line
+    spans.insert(100, _span("1" * 16, '{"stringValue":"late child"}', parent=f"{2:016x}", trace=f"{1:032x}"))  # run 1 waits for it
+    path = tmp_path / "long.jsonl"
+    path.write_text(_line(*spans) + "\n")
+    assert path.stat().st_size >= reader.PIECEWISE_BYTES // 8  # a real, long line
+
+    pieces = []
+    original = reader.TraceReader._ingest_pieces
+    monkeypatch.setattr(reader.TraceReader, "_ingest_pieces", lambda self, *args: (pieces.append(1), (yield from original(self, *args)))[1])
+    finished_at = []
+    original_finish = reader.TraceReader._finish
+    monkeypatch.setattr(reader.TraceReader, "_finish", lambda self, trace_id, **kw: (finished_at.append((trace_id, self.stats.spans)), original_finish(self, trace_id, **kw))[1])
+
+    monkeypatch.setattr(reader, "PIECEWISE_BYTES", 0)
+    piecewise = _report([path], "msgspec", capsys, "--max-warnings", "1000")
+    early = [spans_read for _, spans_read in finished_at]
+    monkeypatch.setattr(reader, "PIECEWISE_BYTES", 1 << 62)
+    finished_at.clear()
+    whole = _report([path], "msgspec", capsys, "--max-warnings", "1000")
+    assert pieces == [1]
+    assert piecewise == whole
+    assert "parent span " + "e" * 16 + " is not in the input" in whole[2]
+    assert whole[2].index("has no traceId or spanId") < whole[2].index("is not in the input")  # the line's own first
+    assert min(early) <= 128 and all(spans_read == 401 for _, spans_read in finished_at)  # at the line's end when read whole
+    rows = json.loads(whole[1])
+    assert rows["inputs"]["runs"] == 200 and rows["inputs"]["late_spans"] == 0
