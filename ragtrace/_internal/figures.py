@@ -134,7 +134,7 @@ def compute(
     if context_known:
         values[METRIC_IN_CONTEXT] = len(placed)
         if best_rank:
-            in_context_retrieved = sum(1 for chunk_id in placed if chunk_id in best_rank)
+            in_context_retrieved = len(placed.keys() & best_rank.keys())
             values[METRIC_CONTEXT_PRECISION] = in_context_retrieved / len(best_rank)
     else:
         status.append(STATUS_NO_CONTEXT)
@@ -157,22 +157,22 @@ def compute(
     values[METRIC_CITED] = len(cited)
     values[METRIC_INVALID_CITATIONS] = sum(a.invalid_citations for a in scored)
     if best_rank:
-        values[METRIC_RECALL_PROXY] = sum(1 for c in cited if c in best_rank) / len(best_rank)
+        values[METRIC_RECALL_PROXY] = len(cited.keys() & best_rank.keys()) / len(best_rank)
         values[METRIC_RECALL_PROXY_WEIGHTED] = _weighted(cited, best_rank)
     if context_known:
         if placed:
-            values[METRIC_CONTEXT_UTILIZATION] = sum(1 for c in cited if c in placed) / len(placed)
+            values[METRIC_CONTEXT_UTILIZATION] = len(cited.keys() & placed.keys()) / len(placed)
         else:
             status.append(STATUS_EMPTY_CONTEXT)
         values[METRIC_WASTED_CONTEXT_TOKENS] = sum(p.tokens for c, p in placed.items() if c not in cited)
-        values[METRIC_CITED_POSITIONS] = sorted(placed[c].position for c in cited if c in placed)
+        values[METRIC_CITED_POSITIONS] = sorted([placed[c].position for c in cited if c in placed])
     return figures
 
 
 def _weighted(cited: Iterable[str], best_rank: dict[str, int]) -> float:
     # fsum is correctly rounded, so a part can never exceed the whole: the ratio stays <= 1
-    total = math.fsum(1.0 / rank for rank in best_rank.values())
-    return math.fsum(1.0 / best_rank[c] for c in cited if c in best_rank) / total
+    total = math.fsum([1.0 / rank for rank in best_rank.values()])
+    return math.fsum([1.0 / best_rank[c] for c in cited if c in best_rank]) / total
 
 
 def label(value: float) -> str:

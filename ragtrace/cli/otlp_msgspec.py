@@ -31,7 +31,9 @@ class _KeyValue(msgspec.Struct, gc=False):
     value: msgspec.Raw = None  # type: ignore[assignment]  # absent "value": None, as kv.get("value")
 
 
-class _Span(msgspec.Struct, gc=False):
+class _SpanHead(msgspec.Struct, gc=False):
+    """A span without its attributes decoded: they stay one unparsed slice (see ``decode_heads``)."""
+
     traceId: Any = None
     spanId: Any = None
     parentSpanId: Any = None
@@ -39,23 +41,23 @@ class _Span(msgspec.Struct, gc=False):
     name: Any = None
     startTimeUnixNano: Any = None
     endTimeUnixNano: Any = None
-    attributes: list[_KeyValue] | None = None
+    attributes: msgspec.Raw = None  # type: ignore[assignment]
     events: msgspec.Raw = None  # type: ignore[assignment]
 
 
-class _ScopeSpans(msgspec.Struct, gc=False):
-    spans: list[_Span] | None = None
+class _Span(_SpanHead, gc=False):
+    attributes: list[_KeyValue] | None = None  # type: ignore[assignment]
 
 
-class _ResourceSpans(msgspec.Struct, gc=False):
-    scopeSpans: list[_ScopeSpans] | None = None
+def _request_decoder(span: type) -> Any:
+    """A decoder of ``{"resourceSpans": [{"scopeSpans": [{"spans": [...]}]}]}`` whose spans are ``span`` structs."""
+    scope = msgspec.defstruct("ScopeSpans", [("spans", list[span] | None, None)], gc=False)  # type: ignore[valid-type]
+    resource = msgspec.defstruct("ResourceSpans", [("scopeSpans", list[scope] | None, None)], gc=False)  # type: ignore[valid-type]
+    request = msgspec.defstruct("Request", [("resourceSpans", list[resource] | None, None)], gc=False)  # type: ignore[valid-type]
+    return msgspec.json.Decoder(request).decode
 
 
-class _Request(msgspec.Struct, gc=False):
-    resourceSpans: list[_ResourceSpans] | None = None
-
-
-_request = msgspec.json.Decoder(_Request).decode
+_request = _request_decoder(_Span)
 
 
 # Typed decoders for the exact canonical shapes of the values ragtrace reads most: a string, an int
@@ -127,31 +129,7 @@ def decode_request(line: bytes) -> list[_Span] | None:
 # A long line, read a few dozen spans at a time (see ``TraceReader._ingest_pieces``): decoded
 # first without the spans' attributes, which stay unparsed slices and are most of the line, then
 # the attributes of a few spans at a time with ``decode_attributes``.
-class _SpanHead(msgspec.Struct, gc=False):
-    traceId: Any = None
-    spanId: Any = None
-    parentSpanId: Any = None
-    flags: Any = None
-    name: Any = None
-    startTimeUnixNano: Any = None
-    endTimeUnixNano: Any = None
-    attributes: msgspec.Raw = None  # type: ignore[assignment]
-    events: msgspec.Raw = None  # type: ignore[assignment]
-
-
-class _HeadScopeSpans(msgspec.Struct, gc=False):
-    spans: list[_SpanHead] | None = None
-
-
-class _HeadResourceSpans(msgspec.Struct, gc=False):
-    scopeSpans: list[_HeadScopeSpans] | None = None
-
-
-class _HeadRequest(msgspec.Struct, gc=False):
-    resourceSpans: list[_HeadResourceSpans] | None = None
-
-
-_head_request = msgspec.json.Decoder(_HeadRequest).decode
+_head_request = _request_decoder(_SpanHead)
 decode_attributes = msgspec.json.Decoder(list[_KeyValue] | None).decode  # a head's attributes; may raise
 
 

@@ -213,51 +213,31 @@ def test_hash_mode_content_duplicates_match_online(cli, tmp_path):
     assert row["duplicate_chunks"] == 2 and row["recorded_mismatch"] == []
 
 
-def test_full_mode_content_duplicates_come_from_document_text(cli, tmp_path):
+@pytest.mark.parametrize(
+    "docs, duplicates",
+    [
+        ([{"id": "a", "content": "same"}, {"id": "b", "content": "same"}, {"id": "c", "content": "other"}], 1),
+        # an empty text is still a duplicate key, and a text that looks like a hash is not one
+        ([{"id": "a", "content": ""}, {"id": "b", "content": ""}, {"id": "c", "content": "0123456789abcdef"}, {"id": "d", "content": "0123456789abcdef "}], 1),
+    ],
+)
+def test_full_mode_content_duplicates_come_from_document_text(cli, tmp_path, docs, duplicates):
     path = tmp_path / "full.jsonl"
     provider = provider_to(path)
     import ragtrace
 
     with ragtrace.rag_pipeline("dups", query="q", tracer_provider=provider) as run:
         with ragtrace.retrieve("q", tracer_provider=provider) as r:
-            r.record([{"id": "a", "content": "same"}, {"id": "b", "content": "same"}, {"id": "c", "content": "other"}])
-        with ragtrace.assemble(tracer_provider=provider) as ctx:
-            ctx.add({"id": "a", "content": "same"})
-        with ragtrace.generate(tracer_provider=provider) as g:
-            g.record("[1]")
-    provider.shutdown()
-    assert run.metrics["duplicate_chunks"] == 1
-    result = cli("report", "--json", path)
-    (row,) = result.json()["traces"]
-    assert row["duplicate_chunks"] == 1 and row["recorded_mismatch"] == []
-    assert result.err == ""
-
-
-def test_full_mode_text_keys_match_online_hashes_for_empty_and_hex_like_text(cli, tmp_path):
-    """Offline the exported text is the duplicate key: an empty text is still a key, and a text
-    that looks like a hash is not confused with one."""
-    path = tmp_path / "edge.jsonl"
-    provider = provider_to(path)
-    import ragtrace
-
-    docs = [
-        {"id": "a", "content": ""},
-        {"id": "b", "content": ""},
-        {"id": "c", "content": "0123456789abcdef"},
-        {"id": "d", "content": "0123456789abcdef "},
-    ]
-    with ragtrace.rag_pipeline("dups", query="q", tracer_provider=provider) as run:
-        with ragtrace.retrieve("q", tracer_provider=provider) as r:
             r.record(docs)
         with ragtrace.assemble(tracer_provider=provider) as ctx:
-            ctx.add(docs[2])
+            ctx.add(docs[0])
         with ragtrace.generate(tracer_provider=provider) as g:
             g.record("[1]")
     provider.shutdown()
-    assert run.metrics["duplicate_chunks"] == 1  # a and b: both empty
+    assert run.metrics["duplicate_chunks"] == duplicates
     result = cli("report", "--json", path)
     (row,) = result.json()["traces"]
-    assert row["duplicate_chunks"] == 1 and row["recorded_mismatch"] == []
+    assert row["duplicate_chunks"] == duplicates and row["recorded_mismatch"] == []
     assert result.err == ""
 
 
