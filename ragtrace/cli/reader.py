@@ -391,8 +391,8 @@ class TraceReader:
         The same traces, spans and warnings as ``_ingest_fast`` on the whole line, in the same order,
         but each trace is finished as soon as the line holds no more of its spans. Decoded whole, a
         line of 512 spans is megabytes of objects before its first trace is finished, more than the
-        CPU's cache holds; on a host whose cache other processes share, fetching them back from
-        memory cost up to 40% of the throughput (docs/performance.md).
+        CPU's cache holds; on a host whose cache and memory other processes share, fetching them
+        back nearly halved the throughput (docs/cli.md, "Speed").
 
         Warnings raised while a trace is out (by whoever reads its rows) are held until the line is
         read, so they still come after the line's own. When the typed decode rejects a span's
