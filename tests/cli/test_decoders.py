@@ -290,3 +290,12 @@ def test_long_lines_are_read_a_few_spans_at_a_time(tmp_path, monkeypatch, capsys
     assert min(early) <= 128 and all(spans_read == 401 for _, spans_read in finished_at)  # at the line's end when read whole
     rows = json.loads(whole[1])
     assert rows["inputs"]["runs"] == 200 and rows["inputs"]["late_spans"] == 0
+
+    # a gzipped input is read piecewise too, to the same report
+    monkeypatch.setattr(reader, "PIECEWISE_BYTES", 0)
+    zipped = tmp_path / "long.jsonl.gz"
+    zipped.write_bytes(gzip.compress(path.read_bytes()))
+    from_gzip = _report([zipped], "msgspec", capsys, "--max-warnings", "1000")
+    assert pieces == [1, 1]
+    expected = whole[1].replace(f'"bytes": {path.stat().st_size}', f'"bytes": {zipped.stat().st_size}')
+    assert from_gzip[1].replace(str(zipped), str(path)) == expected
