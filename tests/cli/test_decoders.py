@@ -259,7 +259,7 @@ def test_long_lines_are_read_a_few_spans_at_a_time(tmp_path, monkeypatch, capsys
     """A long line finishes each trace as soon as the line holds no more of it, and the report,
     warnings included and in the same order, is the one of reading the line whole."""
     spans = []
-    for n in range(200):  # 200 runs, one after the other, as BatchSpanProcessor writes them
+    for n in range(700):  # 700 runs, one after the other, as BatchSpanProcessor writes them
         trace = f"{n + 1:032x}"
         parent = "e" * 16 if n == 4 else f"{2 * n + 2:016x}"  # run 5's child: its parent is missing, the rows warn
         spans.append(_span(f"{2 * n + 1:016x}", '{"stringValue":"child"}', parent=parent, trace=trace))
@@ -268,34 +268,37 @@ def test_long_lines_are_read_a_few_spans_at_a_time(tmp_path, monkeypatch, capsys
     spans.insert(100, _span("1" * 16, '{"stringValue":"late child"}', parent=f"{2:016x}", trace=f"{1:032x}"))  # run 1 waits for it
     path = tmp_path / "long.jsonl"
     path.write_text(_line(*spans) + "\n")
-    assert path.stat().st_size >= reader.PIECEWISE_BYTES // 8  # a real, long line
+    assert path.stat().st_size >= reader.PIECEWISE_BYTES  # read piecewise as it is
 
-    pieces = []
-    original = reader.TraceReader._ingest_pieces
-    monkeypatch.setattr(reader.TraceReader, "_ingest_pieces", lambda self, *args: (pieces.append(1), (yield from original(self, *args)))[1])
-    finished_at = []
-    original_finish = reader.TraceReader._finish
-    monkeypatch.setattr(reader.TraceReader, "_finish", lambda self, trace_id, **kw: (finished_at.append((trace_id, self.stats.spans)), original_finish(self, trace_id, **kw))[1])
+    pieces, finished_at = [], []
+    read_pieces, finish = reader.TraceReader._ingest_pieces, reader.TraceReader._finish
 
-    monkeypatch.setattr(reader, "PIECEWISE_BYTES", 0)
+    def counted_pieces(self, *args):
+        pieces.append(args[-1])
+        yield from read_pieces(self, *args)
+
+    def recorded_finish(self, trace_id, **options):
+        finished_at.append(self.stats.spans)
+        return finish(self, trace_id, **options)
+
+    monkeypatch.setattr(reader.TraceReader, "_ingest_pieces", counted_pieces)
+    monkeypatch.setattr(reader.TraceReader, "_finish", recorded_finish)
     piecewise = _report([path], "msgspec", capsys, "--max-warnings", "1000")
-    early = [spans_read for _, spans_read in finished_at]
-    monkeypatch.setattr(reader, "PIECEWISE_BYTES", 1 << 62)
-    finished_at.clear()
-    whole = _report([path], "msgspec", capsys, "--max-warnings", "1000")
-    assert pieces == [1]
-    assert piecewise == whole
-    assert "parent span " + "e" * 16 + " is not in the input" in whole[2]
-    assert whole[2].index("has no traceId or spanId") < whole[2].index("is not in the input")  # the line's own first
-    assert min(early) <= 128 and all(spans_read == 401 for _, spans_read in finished_at)  # at the line's end when read whole
-    rows = json.loads(whole[1])
-    assert rows["inputs"]["runs"] == 200 and rows["inputs"]["late_spans"] == 0
-
-    # a gzipped input is read piecewise too, to the same report
-    monkeypatch.setattr(reader, "PIECEWISE_BYTES", 0)
+    early = list(finished_at)
     zipped = tmp_path / "long.jsonl.gz"
     zipped.write_bytes(gzip.compress(path.read_bytes()))
     from_gzip = _report([zipped], "msgspec", capsys, "--max-warnings", "1000")
+    assert pieces == [1, 1]  # line 1 of each file
+
+    monkeypatch.setattr(reader, "PIECEWISE_BYTES", 1 << 62)
+    finished_at.clear()
+    whole = _report([path], "msgspec", capsys, "--max-warnings", "1000")
     assert pieces == [1, 1]
+    assert piecewise == whole
+    assert "parent span " + "e" * 16 + " is not in the input" in whole[2]
+    assert whole[2].index("has no traceId or spanId") < whole[2].index("is not in the input")  # the line's own first
+    assert min(early) <= 128 and finished_at == [1401] * 700  # read whole: all at the line's end
+    rows = json.loads(whole[1])
+    assert rows["inputs"]["runs"] == 700 and rows["inputs"]["late_spans"] == 0
     expected = whole[1].replace(f'"bytes": {path.stat().st_size}', f'"bytes": {zipped.stat().st_size}')
-    assert from_gzip[1].replace(str(zipped), str(path)) == expected
+    assert from_gzip[1].replace(str(zipped), str(path)) == expected  # gzip: the same report
