@@ -420,17 +420,14 @@ class TraceReader:
                         span = add_fast(head, attributes, source, line)
                         if span is not None:
                             touched.add(span.trace_id)
-                    elif not self._add_piece(head, source, line):
-                        break
-                else:
-                    while ready and ready[0][0] <= self.stats.spans and last.get(ready[0][1], -1) < stop:
-                        trace_id = ready.popleft()[1]
-                        if trace_id in pending:
-                            diagnostics.holding = True
-                            yield self._finish(trace_id)
-                            diagnostics.holding = False
-                    continue
-                break
+                    else:  # the head passed msgspec, which is stricter than json: json reads it
+                        self._add(_msgspec.parsed_span(head), source, line)  # type: ignore[union-attr]
+                while ready and ready[0][0] <= self.stats.spans and last.get(ready[0][1], -1) < stop:
+                    trace_id = ready.popleft()[1]
+                    if trace_id in pending:
+                        diagnostics.holding = True
+                        yield self._finish(trace_id)
+                        diagnostics.holding = False
         finally:
             diagnostics.holding = False
             diagnostics.release()
@@ -441,20 +438,6 @@ class TraceReader:
                 for span in waiting.spans:
                     if span.line == line and span.source is source:
                         span.detach()
-
-    def _add_piece(self, head: Any, source: Source, line: int) -> bool:
-        """One span of ``_ingest_pieces`` through ``json`` and ``_add``; False when the rest of the line
-        must be skipped, as ``_ingest`` skips the rest of an export request it can't walk."""
-        try:
-            self._add(_msgspec.parsed_span(head), source, line)  # type: ignore[union-attr]
-        except (AttributeError, TypeError, KeyError, ValueError) as error:
-            self.diagnostics.warn(
-                "malformed export",
-                f"{source.name}:{line}",
-                f"unexpected structure in an export request ({type(error).__name__}: {error}); the rest of it is skipped",
-            )
-            return False
-        return True
 
     def _add_fast(self, raw: Any, attributes: list[Any] | None, source: Source, line: int) -> Span | None:
         """One span struct decoded by ``otlp_msgspec`` and its attribute list, as ``_add`` reads a
