@@ -24,6 +24,7 @@ from ._internal.redaction import Redactor
 from ._internal.assemble_stage import Assemble
 from ._internal.generation import Generate
 from ._internal.retrieval import Embed, Rerank, Retrieve
+from ._internal.scores import SCORERS, record_score
 from ._internal.tokens import SimpleTokenizer, TiktokenTokenizer, Tokenizer
 
 __all__ = [
@@ -40,6 +41,8 @@ __all__ = [
     "assembler",
     "generator",
     "parse_citations",
+    "record_score",
+    "SCORERS",
     "Chunk",
     "CitationResult",
     "ContextRecord",
