@@ -130,6 +130,7 @@ def _run_generator(wrapped: Callable[..., Any], args: tuple[Any, ...], kwargs: d
             stage.close(error)
             raise
         stage.detach()
+        stage.item_arrived()
         items.append(item)
         try:
             to_send = yield item
@@ -183,6 +184,7 @@ async def _run_async_generator(wrapped: Callable[..., Any], args: tuple[Any, ...
             raise
         if stage is not None:
             stage.detach()
+            stage.item_arrived()
             items.append(item)
         try:
             to_send = yield item

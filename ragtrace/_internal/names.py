@@ -46,6 +46,7 @@ GEN_AI_RESPONSE_FINISH_REASONS: Final = "gen_ai.response.finish_reasons"
 GEN_AI_REQUEST_TEMPERATURE: Final = "gen_ai.request.temperature"
 GEN_AI_REQUEST_MAX_TOKENS: Final = "gen_ai.request.max_tokens"
 GEN_AI_REQUEST_STREAM: Final = "gen_ai.request.stream"
+GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: Final = "gen_ai.response.time_to_first_chunk"
 GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
 GEN_AI_WORKFLOW_NAME: Final = "gen_ai.workflow.name"
 GEN_AI_DATA_SOURCE_ID: Final = "gen_ai.data_source.id"
@@ -180,6 +181,9 @@ METRIC_CONTEXT_TOKENS: Final = "rag.context.tokens"
 METRIC_RECALL_PROXY_HISTOGRAM: Final = "rag.recall_proxy"
 METRIC_CONTEXT_PRECISION_HISTOGRAM: Final = "rag.context_precision"
 METRIC_EMPTY_RETRIEVALS: Final = "rag.retrieval.empty"
+# streaming generations (the v1.41 names, which backends read today; see module docstring)
+METRIC_TIME_TO_FIRST_CHUNK: Final = "gen_ai.client.operation.time_to_first_chunk"
+METRIC_TIME_PER_OUTPUT_CHUNK: Final = "gen_ai.client.operation.time_per_output_chunk"
 RAG_PIPELINE_VERSION: Final = "rag.pipeline.version"
 
 # --- OpenInference ----------------------------------------------------------------------------
@@ -285,6 +289,7 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(GEN_AI_REQUEST_TEMPERATURE, "double", "generate", False, "Sampling temperature, when given."),
     AttributeInfo(GEN_AI_REQUEST_MAX_TOKENS, "int", "generate", False, "Output token cap, when given."),
     AttributeInfo(GEN_AI_REQUEST_STREAM, "boolean", "generate", False, "True when the output was streamed."),
+    AttributeInfo(GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, "double", "generate", False, "Streams: seconds from the call to the first chunk."),
     AttributeInfo(GEN_AI_WORKFLOW_NAME, "string", "pipeline", False, "The rag_pipeline name."),
     AttributeInfo(GEN_AI_DATA_SOURCE_ID, "string", "retrieve", False, "Data source (index, collection) searched."),
     AttributeInfo(GEN_AI_RETRIEVAL_TOP_K, "int", "retrieve", False, "How many documents the retriever was asked for."),

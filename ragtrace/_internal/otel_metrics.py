@@ -32,6 +32,8 @@ class Instruments:
     recall_proxy: metrics.Histogram
     context_precision: metrics.Histogram
     empty_retrievals: metrics.Counter
+    time_to_first_chunk: metrics.Histogram
+    time_per_output_chunk: metrics.Histogram
 
 
 _cache: weakref.WeakKeyDictionary[Any, Instruments] = weakref.WeakKeyDictionary()
@@ -70,6 +72,14 @@ def instruments(config: Config) -> Instruments | None:
             ),
             empty_retrievals=meter.create_counter(
                 names.METRIC_EMPTY_RETRIEVALS, unit="{retrieval}", description="Retrievals that returned nothing"
+            ),
+            time_to_first_chunk=meter.create_histogram(
+                names.METRIC_TIME_TO_FIRST_CHUNK, unit="s", description="Streamed generations: time to the first chunk",
+                explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+            ),
+            time_per_output_chunk=meter.create_histogram(
+                names.METRIC_TIME_PER_OUTPUT_CHUNK, unit="s", description="Streamed generations: time between chunks, after the first",
+                explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
             ),
         )
         try:
