@@ -71,6 +71,8 @@ RAG_PIPELINE_ATTRIBUTE_PREFIX: Final = "rag.pipeline."  # rag_pipeline(name, ver
 RAG_QUERY_ID: Final = "rag.query.id"
 RAG_QUERY_HASH: Final = "rag.query.hash"
 RAG_CONTENT_MODE: Final = "rag.content_mode"
+RAG_CONTENT_SAMPLED: Final = "rag.content_sampled"
+RAG_CONTENT_SAMPLE_SHARE: Final = "rag.content_sample_share"
 RAG_UNREADABLE_ITEMS: Final = "rag.unreadable_items"
 
 # --- ragtrace: retrieval ----------------------------------------------------------------------
@@ -306,6 +308,8 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(RAG_QUERY_ID, "string", "pipeline", False, "Caller-supplied query id, for golden-set eval."),
     AttributeInfo(RAG_QUERY_HASH, "string", "pipeline", False, "sha256 prefix of the normalised query: joins golden sets under redaction."),
     AttributeInfo(RAG_CONTENT_MODE, "string", "pipeline", False, "Content policy in force: full, redact or hash."),
+    AttributeInfo(RAG_CONTENT_SAMPLED, "boolean", "pipeline", False, "With full_content_sample: whether this pipeline was drawn for full content."),
+    AttributeInfo(RAG_CONTENT_SAMPLE_SHARE, "double", "pipeline", False, "With full_content_sample: the share of pipelines drawn for full content."),
     AttributeInfo(RAG_UNREADABLE_ITEMS, "int", "retrieve, rerank, assemble", False, "Result items ragtrace could not understand (skipped, warned)."),
     AttributeInfo(RAG_RETRIEVAL_CHUNK_IDS, "string[]", "retrieve", False, "Chunk ids in rank order."),
     AttributeInfo(RAG_RETRIEVAL_SCORES, "double[]", "retrieve", False, "Scores aligned with chunk_ids (NaN when absent)."),

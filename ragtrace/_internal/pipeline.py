@@ -16,7 +16,7 @@ from . import config as config_module
 from . import figures as figures_module
 from . import names, otel_metrics, state as state_module
 from .guard import guard
-from .redaction import Redactor
+from .redaction import ContentPolicy, Redactor, sampled_for_content
 from .stage import Stage, as_text, query_hash, set_figures
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -70,7 +70,8 @@ class RagPipeline(Stage):
         attributes: dict[str, Any] = {
             names.GEN_AI_WORKFLOW_NAME: self.name,
             names.RAG_QUERY_ID: as_text(self.query_id),
-            names.RAG_CONTENT_MODE: self.config.content.mode,
+            # with a content sample in force the mode is decided once the trace id exists (find_state)
+            names.RAG_CONTENT_MODE: None if self.config.full_content_sample else self.config.content.mode,
         }
         for key, value in self.attributes.items():
             if isinstance(value, (str, bool, float)) or (isinstance(value, int) and -(2**63) <= value < 2**63):  # OTLP ints are int64
@@ -78,12 +79,30 @@ class RagPipeline(Stage):
         return attributes
 
     def find_state(self) -> state_module.PipelineState:
+        if self.config.full_content_sample:
+            self._decide_content()
         state = state_module.PipelineState(self.config)
         version = self.attributes.get("version")
         state.labels = {names.GEN_AI_WORKFLOW_NAME: self.name}
         if isinstance(version, (str, int)):
             state.labels[names.RAG_PIPELINE_VERSION] = version
         return state
+
+    def _decide_content(self) -> None:
+        """The sampled content mode, decided once for the whole pipeline and recorded on its root.
+
+        An untraced pipeline (no valid trace id) keeps the configured mode: fail closed.
+        """
+        share = self.config.full_content_sample
+        context = self.span.get_span_context()
+        sampled = context.is_valid and sampled_for_content(context.trace_id, share)
+        policy = ContentPolicy("full", self.config.content.redactor) if sampled else self.config.content
+        self.config = replace(self.config, content=policy, full_content_sample=0.0)
+        if self.attrs is not None:
+            self.attrs.policy = policy
+            self.attrs.essential(names.RAG_CONTENT_MODE, policy.mode)
+            self.attrs.essential(names.RAG_CONTENT_SAMPLED, sampled)
+            self.attrs.essential(names.RAG_CONTENT_SAMPLE_SHARE, share)
 
     def record_stage_metrics(self, found: otel_metrics.Instruments, labels: dict[str, Any]) -> None:
         if names.METRIC_RECALL_PROXY in self.metrics:
