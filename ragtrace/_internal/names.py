@@ -119,6 +119,7 @@ RAG_CONTEXT_CONTENT_HASHES: Final = "rag.context.content_hashes"
 
 INCLUSION_RECORDED: Final = "recorded"
 INCLUSION_LOCATED: Final = "located"
+INCLUSION_DECLARED: Final = "declared"  # the app declared each chunk's rendered text (Assemble.place)
 
 DROP_OVER_BUDGET: Final = "over_budget"
 DROP_DUPLICATE: Final = "duplicate"
@@ -127,6 +128,7 @@ DROP_RERANKED_OUT: Final = "reranked_out"
 DROP_NOT_ADDED: Final = "not_added"  # retrieved, but never offered to the assembly
 DROP_NOT_FOUND: Final = "not_found"  # "located" assembly: the chunk text was not found in the prompt
 DROP_NOT_RENDERED: Final = "not_rendered"  # added after the prompt was last rendered
+DROP_NOT_IN_PROMPT: Final = "not_in_prompt"  # "declared" assembly: the declared text is not in the final prompt
 
 # --- ragtrace: generation and citations -------------------------------------------------------
 RAG_GENERATION_ROLE: Final = "rag.generation.role"
@@ -333,7 +335,7 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(RAG_RERANK_INPUT_IDS, "string[]", "rerank", False, "Candidate ids."),
     AttributeInfo(RAG_RERANK_OUTPUT_IDS, "string[]", "rerank", False, "Kept ids in new order."),
     AttributeInfo(RAG_RERANK_OUTPUT_SCORES, "double[]", "rerank", False, "Rerank scores aligned with output_ids."),
-    AttributeInfo(RAG_CONTEXT_INCLUSION_METHOD, "string", "assemble", False, "recorded (ragtrace placed the chunks) or located (found in a user-built prompt)."),
+    AttributeInfo(RAG_CONTEXT_INCLUSION_METHOD, "string", "assemble", False, "recorded (ragtrace placed the chunks), declared (the app declared each chunk's rendered text, found in order in the prompt) or located (chunk text searched for in a user-built prompt)."),
     AttributeInfo(RAG_CONTEXT_CHUNK_IDS, "string[]", "assemble", False, "In-context chunk ids in prompt order."),
     AttributeInfo(RAG_CONTEXT_POSITIONS, "int[]", "assemble", False, "1-based prompt positions aligned with chunk_ids."),
     AttributeInfo(RAG_CONTEXT_LABELS, "string[]", "assemble", False, "Label the model sees for each chunk, e.g. [1]."),
@@ -346,7 +348,7 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(RAG_CONTEXT_TOTAL_TOKENS, "int", "assemble", False, "Context tokens placed."),
     AttributeInfo(RAG_CONTEXT_MAX_TOKENS, "int", "assemble", False, "The token budget."),
     AttributeInfo(RAG_CONTEXT_DROPPED_IDS, "string[]", "assemble", False, "Chunks that did not land."),
-    AttributeInfo(RAG_CONTEXT_DROPPED_REASONS, "string[]", "assemble", False, "over_budget, duplicate, filtered, reranked_out, not_added, not_found, not_rendered or a user reason."),
+    AttributeInfo(RAG_CONTEXT_DROPPED_REASONS, "string[]", "assemble", False, "over_budget, duplicate, filtered, reranked_out, not_added, not_found, not_rendered, not_in_prompt or a user reason."),
     AttributeInfo(RAG_CONTEXT_CONTENT_HASHES, "string[]", "assemble", False, "hash mode only: content hash per placed chunk."),
     AttributeInfo(RAG_GENERATION_ROLE, "string", "generate", False, "answer, or another role (rewrite, grader...) left out of the figures."),
     AttributeInfo(RAG_GENERATION_CONTEXT_SPAN_ID, "string", "generate", False, "Span id (hex) of the assemble span whose context this generation was scored against."),
