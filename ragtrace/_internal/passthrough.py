@@ -103,6 +103,7 @@ class RecordingIterator(_Recording):
             self._self_end(False, error)
             raise
         stage.detach()
+        stage.item_arrived()
         self._self_items.append(item)
         return item
 
@@ -149,6 +150,7 @@ class RecordingAsyncIterator(_Recording):
             self._self_end(False, error)
             raise
         stage.detach()
+        stage.item_arrived()
         self._self_items.append(item)
         return item
 
