@@ -318,8 +318,9 @@ class TraceReader:
     def _finish(self, trace_id: str, *, evicted: bool = False) -> Trace:
         pending = self._pending.pop(trace_id)
         self._pending_spans -= len(pending.spans)
-        self._finished.add(trace_id)
-        self.stats.traces += 1
+        if trace_id not in self._finished:  # seen again: scores that came after their run
+            self._finished.add(trace_id)
+            self.stats.traces += 1
         return Trace(trace_id, pending.spans, pending.root_seen, evicted)
 
     # -- documents ---------------------------------------------------------------------------------
