@@ -141,7 +141,7 @@ def _settings(args: argparse.Namespace, diagnostics: Any) -> Any:
 
 
 def _group_by(text: str | None) -> tuple[str, ...]:
-    from .aggregate import DEFAULT_GROUP_BY
+    from .aggregator import DEFAULT_GROUP_BY
 
     if not text:
         return DEFAULT_GROUP_BY

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO
 
-from .aggregate import DEFAULT_GROUP_BY, Aggregator
+from .aggregator import DEFAULT_GROUP_BY, Aggregator
 from .diagnostics import Diagnostics, Progress, wants_progress
 from .reader import DECODER_AUTO, DEFAULT_GRACE_SPANS, DEFAULT_MAX_PENDING_SPANS, ReadStats, TraceReader
 from .render import row_record

@@ -96,7 +96,7 @@ def test_pending_spans_are_capped(tmp_path):
     assert len(traces) == 5
     assert reader.stats.evicted_traces == 3 and sum(t.evicted for t in traces) == 3
     assert "no root span after 2 pending spans" in diagnostics.stream.getvalue()
-    assert reader._pending_spans == 0
+    assert reader.joiner.pending_spans == 0
 
 
 def test_base64_ids_are_converted_to_hex(tmp_path):
