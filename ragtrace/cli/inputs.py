@@ -23,6 +23,14 @@ class InputError(Exception):
     """An input file that can't be opened or read at all; the message is one line."""
 
 
+class NoSpansError(Exception):
+    """The input was read and holds no span at all; the message is one line."""
+
+    def __init__(self, files: list[Path]) -> None:
+        shown = ", ".join(str(path) for path in files[:3]) + (", ..." if len(files) > 3 else "")
+        super().__init__(f"no spans found in {len(files)} file{'s' if len(files) != 1 else ''} ({shown}): nothing to report")
+
+
 def resolve_inputs(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     """The files to read, in order: files as given, directories as their sorted visible files.
 

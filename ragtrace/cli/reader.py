@@ -41,6 +41,7 @@ from typing import IO, Any
 
 from .diagnostics import Diagnostics, Progress
 from .inputs import InputError, open_input, resolve_inputs, total_bytes
+from .notdata import JunkRun, binary
 from .joiner import DEFAULT_GRACE_SPANS, DEFAULT_MAX_PENDING_SPANS, ReadStats, TraceJoiner
 from .otlp_spans import hex_id, json_span, raw_spans, struct_span
 from .spans import Source, Trace
@@ -62,8 +63,15 @@ DECODER_JSON = "json"
 DECODERS = (DECODER_AUTO, DECODER_MSGSPEC, DECODER_JSON)
 AUTO_DECODER = DECODER_MSGSPEC if _msgspec is not None else DECODER_JSON  # what "auto" means here
 
+# What one line or document may hold, so memory stays flat whatever the input: bytes, and JSON
+# values (a line of millions of tiny objects costs some 25 times its size once parsed). Values are
+# counted, as "{", "[" and "," bytes, only in lines from _COUNT_VALUES_FROM bytes on: below that,
+# the worst case is small. A 64 MiB line of real spans holds about 3 million.
 MAX_LINE_BYTES = 64 * 1024 * 1024  # longer lines are skipped with a warning
-MAX_DOCUMENT_BYTES = 512 * 1024 * 1024  # a single (non-lines) JSON document is parsed whole
+MAX_DOCUMENT_BYTES = 64 * 1024 * 1024  # a single (non-lines) JSON document is parsed whole
+MAX_JSON_VALUES = 4_000_000
+_COUNT_VALUES_FROM = 4 * 1024 * 1024
+MAX_SKIPPED_BYTES = 1 << 30  # a line that goes on longer than this is not trace data
 PIECEWISE_BYTES = 256 * 1024  # fast-decoder lines at least this long are read a few spans at a time
 _PIECE_SPANS = 64  # ...this many (see TraceReader._ingest_pieces)
 
@@ -84,7 +92,17 @@ def resolve_decoder(decoder: str) -> str:
 
 
 
-def _json_error(error: ValueError) -> str:
+_MALFORMED = object()  # a line json can't parse
+
+
+def _values(text: bytes) -> int:
+    """An upper bound on the JSON values (objects, arrays, and items after the first) in ``text``."""
+    return text.count(b"{") + text.count(b"[") + text.count(b",")
+
+
+def _json_error(error: ValueError | RecursionError) -> str:
+    if isinstance(error, RecursionError):
+        return "nested too deeply"
     if isinstance(error, UnicodeDecodeError):
         return "not UTF-8"
     message = getattr(error, "msg", None) or str(error)
@@ -235,6 +253,8 @@ class TraceReader:
         progress = self.progress
         loads = json.loads
         fast = _msgspec.decode_request if self.decoder == DECODER_MSGSPEC else None  # type: ignore[union-attr]
+        junk = JunkRun()
+        spans_before = self.stats.spans  # to tell whether this file has given any span yet
         while True:
             try:
                 line = stream.readline(MAX_LINE_BYTES)
@@ -249,54 +269,82 @@ class TraceReader:
                 return
             line_number += 1
             self.stats.lines += 1
+            if line.isspace():
+                if (reason := junk.blank(line_number)) is not None:
+                    return self._not_trace_data(source, line_number, reason, spans_before)
+                continue
             if len(line) >= MAX_LINE_BYTES and not line.endswith(b"\n"):
-                self.diagnostics.warn(
-                    "huge line",
-                    f"{source.name}:{line_number}",
-                    f"line longer than {MAX_LINE_BYTES // 1_048_576} MiB; skipped",
-                )
-                if not self._skip_rest_of_line(stream, source, line_number):
+                if (reason := binary(line, line_number) or junk.bad(line_number)) is not None:
+                    return self._not_trace_data(source, line_number, reason, spans_before)
+                self.diagnostics.warn("huge line", f"{source.name}:{line_number}", f"line longer than {MAX_LINE_BYTES >> 20} MiB; skipped")
+                ended = self._skip_rest_of_line(stream)
+                if ended is None:
+                    reason = f"line {line_number} goes on for more than {MAX_SKIPPED_BYTES >> 20:,} MiB"
+                    return self._not_trace_data(source, line_number, reason, spans_before)
+                if not ended:
                     return
                 continue
-            if fast is not None:
-                traces = None
-                if len(line) >= PIECEWISE_BYTES and (heads := _msgspec.decode_heads(line)) is not None:  # type: ignore[union-attr]
-                    traces = self._ingest_pieces(heads, source, line_number)
-                elif (spans := fast(line)) is not None:
-                    traces = self._ingest_fast(spans, source, line_number)
-                if traces is not None:
-                    first = False
-                    yield from traces
-                    if progress is not None:
-                        progress.update(raw.tell(), self.stats.spans)
-                    continue
-            if first:
-                if not line.strip():
-                    continue
-                first = False
-                try:
-                    document = loads(line)
-                except ValueError:
-                    if line.lstrip()[:1] in (b"{", b"["):
-                        yield from self._read_document(line, stream, source)
-                        return
-                    document = None
-                    self._malformed(source, line_number, line)
-                if document is not None:
-                    yield from self._ingest(document, source, line_number)
+            if len(line) >= _COUNT_VALUES_FROM and (values := _values(line)) > MAX_JSON_VALUES:
+                junk.bad(line_number)
+                self._too_many_values(source, line_number, f"line of {len(line) >> 20} MiB", values)
                 continue
             try:
-                document = loads(line)
-            except ValueError:
-                if line.strip():
+                if fast is not None:
+                    traces = None
+                    if len(line) >= PIECEWISE_BYTES and (heads := _msgspec.decode_heads(line)) is not None:  # type: ignore[union-attr]
+                        traces = self._ingest_pieces(heads, source, line_number)
+                    elif (spans := fast(line)) is not None:
+                        traces = self._ingest_fast(spans, source, line_number)
+                    if traces is not None:
+                        first = False
+                        junk.good()
+                        yield from traces
+                        if progress is not None:
+                            progress.update(raw.tell(), self.stats.spans)
+                        continue
+                try:
+                    document = loads(line)
+                except RecursionError:
+                    document = _MALFORMED
+                except ValueError:
+                    if first and line.lstrip()[:1] in (b"{", b"["):  # the start of one document over many lines
+                        yield from self._read_document(line, stream, source)
+                        return
+                    document = _MALFORMED
+                first = False
+                if document is _MALFORMED:
+                    if (reason := junk.bad(line_number)) is not None:
+                        return self._not_trace_data(source, line_number, reason, spans_before)
                     self._malformed(source, line_number, line)
+                    continue
+                junk.good()
+                yield from self._ingest(document, source, line_number)
+            except RecursionError:  # a safety net: nesting right at the limit, accepted by one decode and not the next
+                self._malformed(source, line_number, line, "the rest of the line is skipped")
                 continue
-            yield from self._ingest(document, source, line_number)
             if progress is not None:
                 progress.update(raw.tell(), self.stats.spans)
 
-    def _skip_rest_of_line(self, stream: IO[bytes], source: Source, line_number: int) -> bool:
-        while True:
+    def _not_trace_data(self, source: Source, line_number: int, reason: str, spans_before: int) -> None:
+        """Stop reading a file that is plainly not trace data: an error when it gave no span, else
+        the rest of it is skipped with a warning (the zeros a crash leaves at the end of a log)."""
+        if self.stats.spans == spans_before:
+            raise InputError(f"{source.name}: not trace data: {reason}")
+        self.diagnostics.warn("not trace data", f"{source.name}:{line_number}", f"not trace data: {reason}; the rest of the file is skipped")
+
+    def _too_many_values(self, source: Source, line_number: int, what: str, values: int) -> None:
+        self.diagnostics.warn(
+            "huge line",
+            f"{source.name}:{line_number}",
+            f"{what} holds more than {MAX_JSON_VALUES:,} JSON values ({values:,}); skipped",
+        )
+
+    @staticmethod
+    def _skip_rest_of_line(stream: IO[bytes]) -> bool | None:
+        """Read past the end of an overlong line: True when the next line can be read, False at the
+        end of input, None when the line goes on for more than ``MAX_SKIPPED_BYTES``."""
+        skipped = 0
+        while skipped < MAX_SKIPPED_BYTES:
             try:
                 piece = stream.readline(MAX_LINE_BYTES)
             except (EOFError, OSError, zlib.error):
@@ -305,15 +353,17 @@ class TraceReader:
                 return False
             if piece.endswith(b"\n"):
                 return True
+            skipped += len(piece)
+        return None
 
-    def _malformed(self, source: Source, line_number: int, line: bytes) -> None:
+    def _malformed(self, source: Source, line_number: int, line: bytes, outcome: str = "line skipped") -> None:
         try:
             json.loads(line)
-        except ValueError as error:
+        except (ValueError, RecursionError) as error:
             reason = _json_error(error)
-        else:  # pragma: no cover - only called for lines that failed to parse
-            return
-        self.diagnostics.warn("malformed line", f"{source.name}:{line_number}", f"not valid JSON ({reason}); line skipped")
+        else:
+            reason = "nested too deeply"  # the line parses here, one call shallower than where it failed
+        self.diagnostics.warn("malformed line", f"{source.name}:{line_number}", f"not valid JSON ({reason}); {outcome}")
 
     def _read_document(self, first_line: bytes, stream: IO[bytes], source: Source) -> Iterator[Trace]:
         """The file is one JSON document spread over several lines (e.g. pretty-printed)."""
@@ -327,13 +377,16 @@ class TraceReader:
             self.diagnostics.warn(
                 "huge document",
                 f"{source.name}:1",
-                f"a single JSON document larger than {MAX_DOCUMENT_BYTES // 1_048_576} MiB; file skipped (use JSON lines)",
+                f"a single JSON document larger than {MAX_DOCUMENT_BYTES >> 20} MiB; file skipped (use JSON lines)",
             )
             return
         self.stats.lines += text.count(b"\n")
+        if len(text) >= _COUNT_VALUES_FROM and (values := _values(text)) > MAX_JSON_VALUES:
+            self._too_many_values(source, 1, f"a JSON document of {len(text) >> 20} MiB", values)
+            return
         try:
             document = json.loads(text)
-        except ValueError as error:
+        except (ValueError, RecursionError) as error:
             where = f"{source.name}:{getattr(error, 'lineno', 1)}"
             self.diagnostics.warn(
                 "malformed document",
@@ -345,7 +398,7 @@ class TraceReader:
                     continue
                 try:
                     parsed = json.loads(line)
-                except ValueError:
+                except (ValueError, RecursionError):
                     self._malformed(source, number, line)
                     continue
                 yield from self._ingest(parsed, source, number)

@@ -16,6 +16,7 @@ from typing import IO
 
 from .aggregator import DEFAULT_GROUP_BY, Aggregator
 from .diagnostics import Diagnostics, Progress, wants_progress
+from .inputs import NoSpansError
 from .reader import DECODER_AUTO, DEFAULT_GRACE_SPANS, DEFAULT_MAX_PENDING_SPANS, ReadStats, TraceReader
 from .render import row_record
 from .settings import Settings
@@ -57,6 +58,7 @@ def open_reader(paths: Iterable[str], diagnostics: Diagnostics, options: ReadOpt
 
 def iter_rows(reader: TraceReader, diagnostics: Diagnostics) -> Iterator[Row]:
     """Every pipeline run of every trace; a trace that breaks the rebuild is a warning, not a crash.
+    Raises ``NoSpansError`` when the input held no span at all.
 
     The cyclic garbage collector is paused while reading (parsed JSON is millions of acyclic
     containers; automatic collections would scan them over and over, about 20% of the time) and
@@ -82,6 +84,8 @@ def iter_rows(reader: TraceReader, diagnostics: Diagnostics) -> Iterator[Row]:
     finally:
         if enabled:
             gc.enable()
+    if reader.stats.spans == 0:
+        raise NoSpansError(reader.files)
 
 
 def run_report(

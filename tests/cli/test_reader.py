@@ -256,15 +256,6 @@ def test_unreadable_inputs_raise_input_error(tmp_path):
         list(TraceReader([zstd], Diagnostics(io.StringIO())))
 
 
-def test_empty_file_is_zero_traces(cli, tmp_path):
-    path = tmp_path / "empty.jsonl"
-    path.write_text("")
-    result = cli("report", "--json", path)
-    assert result.code == 0
-    assert result.json()["inputs"]["traces"] == 0
-    assert result.json()["summary"]["figures"]["recall_proxy"]["p50"] is None
-
-
 @pytest.mark.parametrize("chunk", [1, 2, 7, 64, 4096])
 def test_chunked_line_splitting_matches_readline(tmp_path, monkeypatch, chunk):
     """Plain files are split into lines by linefile.Lines (large reads + bytes.find): same lines as readline."""
