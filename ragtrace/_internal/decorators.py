@@ -130,6 +130,7 @@ def _run_generator(wrapped: Callable[..., Any], args: tuple[Any, ...], kwargs: d
             stage.close(error)
             raise
         stage.detach()
+        stage.item_arrived()
         items.append(item)
         try:
             to_send = yield item
@@ -183,6 +184,7 @@ async def _run_async_generator(wrapped: Callable[..., Any], args: tuple[Any, ...
             raise
         if stage is not None:
             stage.detach()
+            stage.item_arrived()
             items.append(item)
         try:
             to_send = yield item
@@ -307,10 +309,12 @@ def assembler(
     content_of: Callable[[Any], Any] | None = None,
     tracer_provider: trace.TracerProvider | None = None,
 ) -> Any:
-    """Trace a prompt builder you wrote: its chunks are located in the prompt it returns.
+    """Trace a prompt builder you wrote.
 
-    The result is marked ``rag.context.inclusion_method = "located"``: found by search at assembly
-    time, not recorded as placed. Use ``ragtrace.assemble`` for exact inclusion.
+    Inside it, declare what you render with ``ragtrace.place(chunk, text)`` or
+    ``ragtrace.place_all(chunks, render)``: the prompt it returns is then the declared prompt
+    (``rag.context.inclusion_method = "declared"``, exact). Without declarations, the chunks
+    argument is searched for in the returned prompt (``located``: a search can miss or misplace).
     """
     accessors = make_accessors(id_of, content_of)
 
@@ -319,7 +323,10 @@ def assembler(
 
     def result(stage: Any, args: tuple[Any, ...], kwargs: dict[str, Any], value: Any, streamed: bool) -> None:
         prompt = "".join(v for v in value if isinstance(v, str)) if streamed else value
-        stage.observe(_first(args, kwargs, _DOCUMENT_KEYS, _is_documents), prompt)
+        if stage.has_declarations:
+            stage.set_prompt(prompt)
+        else:
+            stage.observe(_first(args, kwargs, _DOCUMENT_KEYS, _is_documents), prompt)
 
     return _bare_or_configured(func, lambda f: _decorate(f, make, result, tracer_provider))
 

@@ -7,6 +7,7 @@ when an attribute or event is built, so redacted text never reaches the OpenTele
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ Redactor = Callable[[str], str]
 
 ENV_RAGTRACE: Final = "RAGTRACE_CAPTURE_CONTENT"
 ENV_OTEL: Final = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+ENV_SAMPLE: Final = "RAGTRACE_FULL_CONTENT_SAMPLE"
 # The OTel GenAI variable's values, mapped onto ragtrace's modes.
 _OTEL_VALUES: Final = {
     "no_content": "redact",
@@ -59,6 +61,39 @@ def mode_from_environment() -> ContentMode | None:
             return mapped  # type: ignore[return-value]
         guard.logger.warning("ragtrace: ignoring %s=%r", ENV_OTEL, raw)
     return None
+
+
+def check_sample(share: object, mode: str, *, where: str = "full_content_sample") -> float:
+    """Validate the share of pipelines given full content; it needs a mode that isn't full."""
+    if isinstance(share, bool) or not isinstance(share, (int, float)):
+        raise TypeError(f"{where} must be a number between 0 and 1, got {type(share).__name__}")
+    if not 0.0 <= share <= 1.0:  # NaN fails this too
+        raise ValueError(f"{where} must be between 0 and 1, got {share!r}")
+    if share and mode == "full":
+        raise ValueError(f"{where} samples full content out of 'redact' or 'hash'; capture_content is already 'full'")
+    return float(share)
+
+
+def sample_from_environment(mode: str) -> float:
+    """``RAGTRACE_FULL_CONTENT_SAMPLE``; an unusable value is logged and counts as 0 (fail closed)."""
+    raw = os.environ.get(ENV_SAMPLE)
+    if not raw:
+        return 0.0
+    try:
+        return check_sample(float(raw), mode, where=ENV_SAMPLE)
+    except (TypeError, ValueError) as error:
+        guard.logger.warning("ragtrace: ignoring %s=%r (%s); no pipeline gets full content from it", ENV_SAMPLE, raw, error)
+        return 0.0
+
+
+def sampled_for_content(trace_id: int, share: float) -> bool:
+    """Whether the pipeline of ``trace_id`` is in the full-content sample.
+
+    A hash of the trace id, not its raw bits: the decision is the same in every process that
+    knows the trace id, and independent of trace-id ratio samplers (which read the raw low bits).
+    """
+    digest = hashlib.blake2b(trace_id.to_bytes(16, "big"), digest_size=8, person=b"ragtrace-sample").digest()
+    return int.from_bytes(digest, "big") < share * 2**64
 
 
 @dataclass(frozen=True, slots=True)
