@@ -12,12 +12,14 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from .._internal.names import EVALUATION_SPAN_NAME
 from .diagnostics import Diagnostics
 from .finished import FinishedTraces
 from .spans import Span, Trace
 
 DEFAULT_GRACE_SPANS = 0  # finish a trace right after the line (or document) holding its root
 DEFAULT_MAX_PENDING_SPANS = 100_000
+_SCORE_SPAN = EVALUATION_SPAN_NAME + " "  # record_score's spans: joined to their runs by ScoreJoin
 _FINISHED_MEMORY = 20_000  # finished trace ids remembered, to recognise late spans (bounded)
 
 
@@ -56,8 +58,13 @@ class TraceJoiner:
         trace_id, local_root = span.trace_id, span.local_root
         self.stats.spans += 1
         pending = self.pending.get(trace_id)
+        # a score (record_score) may come before or after its run, from a judge whose span has a
+        # remote parent: it is never late and never finishes a trace (ScoreJoin joins it)
+        score = local_root and span.name.startswith(_SCORE_SPAN)
+        if score:
+            local_root = False
         if pending is None:
-            if trace_id in self._finished:
+            if trace_id in self._finished and not (score or span.name.startswith(_SCORE_SPAN)):
                 self.stats.late_spans += 1
                 self.diagnostics.warn(
                     "late span",
