@@ -101,6 +101,9 @@ class Stage:
     def on_close(self) -> None:
         """Stage-specific work before the span ends (results, figures)."""
 
+    def item_arrived(self) -> None:
+        """A decorated generator yielded an item (the generate stage times its stream)."""
+
     def attach(self) -> None:
         self._token = otel_context.attach(trace.set_span_in_context(self.span))
 
