@@ -30,6 +30,7 @@ from .row import (
     STATUS_SPANS_MISSING,
     Row,
 )
+from .settings import below
 
 VERDICT_OK = "ok"
 VERDICT_CHECK = "check"
@@ -80,7 +81,7 @@ def verdict(row: Row, thresholds: Mapping[str, float]) -> Verdict:
     reasons = []
     for metric, bar in thresholds.items():
         value = row.figures.get(metric)
-        if isinstance(value, (int, float)) and value < bar:
+        if isinstance(value, (int, float)) and below(value, bar):
             reasons.append(f"{SHORT.get(metric, metric)}<{bar:g}")
     if row.nonconformant:
         reasons.append("no citations")
