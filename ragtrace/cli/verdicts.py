@@ -25,7 +25,6 @@ from .row import (
     STATUS_INCOMPLETE,
     STATUS_NO_CHUNK_TEXT,
     STATUS_NO_PROMPT,
-    STATUS_NO_RAG_SPANS,
     STATUS_PROMPT_TOO_LARGE,
     STATUS_SPANS_MISSING,
     Row,
@@ -50,7 +49,6 @@ REASON_TEXT = {
     STATUS_NO_CHUNK_TEXT: "no chunk text to locate",
     STATUS_NO_PROMPT: "no prompt to search",
     STATUS_PROMPT_TOO_LARGE: "prompt too large to search",
-    STATUS_NO_RAG_SPANS: "no retrieval or model spans",
 }
 
 SHORT = {
