@@ -70,7 +70,7 @@ class Generate(Stage):
 
     @property
     def is_answer(self) -> bool:
-        return self.role == names.ROLE_ANSWER
+        return self.role in names.ANSWER_ROLES
 
     def set_prompt(self, prompt: Any) -> None:
         """The prompt sent to the model: a string or a list of chat messages."""
@@ -280,6 +280,9 @@ def _completion(output: Any) -> tuple[str | None, dict[str, Any]]:
         return output, {}
     if isinstance(output, bytes):
         return output.decode("utf-8", "replace"), {}
+    framework = _framework_output(output)
+    if framework is not None:
+        return framework
     choices = _get(output, "choices")
     if choices is not None:
         first = choices[0] if isinstance(choices, Sequence) and choices else None
@@ -290,6 +293,25 @@ def _completion(output: Any) -> tuple[str | None, dict[str, Any]]:
     if isinstance(output, Iterable) and not isinstance(output, Mapping):
         return "".join(_piece_text(p) or "" for p in output), {}
     return None, {}
+
+
+def _framework_output(output: Any) -> tuple[str | None, dict[str, Any]] | None:
+    """LlamaIndex's ``CompletionResponse`` (``.text``), ``ChatResponse`` (``.message.content``) and
+    ``Response`` (``.response``), read by shape; usage from the provider's ``raw`` completion when
+    it carries one. None for any other object (these are pydantic models: iterating one yields its
+    fields, never text)."""
+    if isinstance(output, Mapping) or _get(output, "choices") is not None:
+        return None
+    text = getattr(output, "text", None)
+    message = getattr(output, "message", None)
+    if not isinstance(text, str) and message is not None and hasattr(message, "role"):
+        text = getattr(message, "content", None)
+    if not isinstance(text, str):
+        text = getattr(output, "response", None)
+        if not isinstance(text, str):
+            return None
+    raw = getattr(output, "raw", None)
+    return text, _chunk_metadata(raw) if raw is not None and _get(raw, "usage") is not None else {}
 
 
 def _chunk_metadata(chunk: Any) -> dict[str, Any]:

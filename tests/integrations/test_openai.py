@@ -17,7 +17,7 @@ import wrapt
 from opentelemetry.trace import StatusCode
 
 import ragtrace
-from loopback import ANSWER, USAGE
+from loopback import ANSWER
 from ragtrace._internal.integrations.openai import OpenAIInstrumentor
 
 DOCS = [

@@ -20,9 +20,9 @@ from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 from opentelemetry.instrumentation.utils import unwrap
 
-from .. import names
 from ..generation import Generate
 from ..guard import call_guarded, guard
+from ._common import inside_generation
 
 _MODULE = "openai.resources.chat.completions"
 _PROVIDER = "openai"
@@ -49,7 +49,7 @@ class OpenAIInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 # --- one call -----------------------------------------------------------------------------------
 def _open(kwargs: Mapping[str, Any], provider: trace.TracerProvider | None) -> Generate | None:
     """A started generate span for this call, or None when another one already covers it."""
-    if _inside_generation():
+    if inside_generation():
         return None
     max_tokens = kwargs.get("max_completion_tokens", kwargs.get("max_tokens"))
     stage = Generate(
@@ -63,12 +63,6 @@ def _open(kwargs: Mapping[str, Any], provider: trace.TracerProvider | None) -> G
     stage.open()
     stage.attach()
     return stage
-
-
-def _inside_generation() -> bool:
-    """Is the current span a ragtrace generate span (recorded by someone else)?"""
-    attributes = getattr(trace.get_current_span(), "attributes", None)
-    return isinstance(attributes, Mapping) and attributes.get(names.RAG_STAGE) == names.STAGE_GENERATE
 
 
 def _messages(messages: Any) -> Any:
