@@ -255,6 +255,33 @@ def test_redaction_modes_keep_secrets_in_and_figures_equal(tmp_path):
     assert figures(root_of(traces["hash"]))["cited"] == 1
 
 
+# --- judge scores from another process -----------------------------------------------------------
+def test_judge_scores_join_their_runs_in_the_report(tmp_path):
+    out = run_ok("judge_scores", str(tmp_path / "judge"), cwd=tmp_path)
+    runs = by_trace(read_spans(tmp_path / "judge" / "runs.jsonl"))
+    scores = read_spans(tmp_path / "judge" / "scores.jsonl")
+    assert len(runs) == 6 and len(scores) == 6
+    for score in scores:  # the judge's spans sit in the runs' traces, under their roots
+        root = root_of(runs[score["trace"]])
+        assert score["parent"] == root["id"] and score["name"] == "evaluation groundedness"
+        assert score["resource"]["service.name"] == "judge" and root["resource"]["service.name"] == "qa-app"
+    assert "unsupported: It was invented in 1962" in "".join(s["raw"] for s in scores)  # full mode: the explanation
+    # the quadrants of the six canned answers, worked out by hand: two cite and are grounded, one
+    # cites and overclaims, one is grounded without citing, two neither cite nor are grounded
+    table = out.split("recall_proxy (high ≥ 0.2) × groundedness (high ≥ 0.7): 6 runs")[1]
+    counts = {}
+    for line in table.splitlines()[3:7]:
+        cells = re.split(r"\s{2,}", line.strip())
+        counts[cells[2]] = int(cells[3])
+    assert counts == {
+        "healthy": 2,
+        "cites its sources but claims more than they say": 1,
+        "right without leaning on retrieval (or citing badly)": 1,
+        "retrieval or generation is broken": 2,
+    }
+    assert "Retrieval or generation is broken in 33% of scored runs" in out
+
+
 # --- LangChain / LlamaIndex shapes --------------------------------------------------------------
 def test_framework_documents(tmp_path):
     out = run_ok("framework_documents", f"jsonl:{tmp_path / 'spans.jsonl'}", cwd=tmp_path)

@@ -98,7 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     report = commands.add_parser("report", help="per-run figures, aggregates and recommendations", description="Per-run figures, aggregates, recommendations and CI gates from exported traces.")
     _common(report)
-    report.add_argument("--fail-under", metavar="NAME=X,...", help="exit 1 when an overall p50 is below its bar, e.g. recall_proxy=0.4")
+    report.add_argument("--fail-under", metavar="NAME=X,...", help="exit 1 when an overall p50 is below its bar, e.g. recall_proxy=0.4 or score.groundedness=0.7 (a judge score)")
+    report.add_argument("--score-threshold", metavar="NAME=X,...", help="judge scores at or above X are high in the quadrant table, e.g. groundedness=0.7 (default 0.5; the proxy's bar is --threshold recall_proxy)")
     report.add_argument("--group-by", metavar="DIM,...", help="grouping dimensions (default pipeline,route,version,top_k; any rag.pipeline.<key>)")
     report.add_argument("--min-traces", type=_positive, default=None, metavar="N", help="runs needed before a recommendation is made (default 5)")
     evaluate = commands.add_parser("eval", help="recall@k, precision@k, MRR, nDCG@k against a golden set", description="Real retrieval quality of traced runs against a golden set, beside the online proxy.")
@@ -127,7 +128,10 @@ def _settings(args: argparse.Namespace, diagnostics: Any) -> Any:
         settings = replace(settings, thresholds={**settings.thresholds, **bars})
     if args.command == "report":
         if args.fail_under:
-            settings = replace(settings, fail_under=settings_module.parse_pairs(args.fail_under, settings_module.REPORT_GATES, "--fail-under"))
+            settings = replace(settings, fail_under=settings_module.parse_pairs(args.fail_under, settings_module.REPORT_FAIL_UNDER, "--fail-under"))
+        if args.score_threshold:
+            bars = settings_module.parse_pairs(args.score_threshold, settings_module.SCORES, "--score-threshold")
+            settings = replace(settings, score_thresholds={**settings.score_thresholds, **bars})
         if args.min_traces is not None:
             settings = replace(settings, min_traces=args.min_traces)
     else:

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from .._internal.names import EVALUATION_SPAN_NAME
 from .diagnostics import Diagnostics, Progress
 from .finished import FinishedTraces
 from .linefile import READ_CHUNK, Lines
@@ -66,6 +67,7 @@ MAX_LINE_BYTES = 64 * 1024 * 1024  # longer lines are skipped with a warning
 MAX_DOCUMENT_BYTES = 512 * 1024 * 1024  # a single (non-lines) JSON document is parsed whole
 DEFAULT_GRACE_SPANS = 0  # finish a trace right after the line (or document) holding its root
 DEFAULT_MAX_PENDING_SPANS = 100_000
+_SCORE_SPAN = EVALUATION_SPAN_NAME + " "  # record_score's spans: joined to their runs by ScoreJoin
 _FINISHED_MEMORY = 20_000  # finished trace ids remembered, to recognise late spans (bounded)
 PIECEWISE_BYTES = 256 * 1024  # fast-decoder lines at least this long are read a few spans at a time
 _PIECE_SPANS = 64  # ...this many (see TraceReader._ingest_pieces)
@@ -269,8 +271,13 @@ class TraceReader:
         trace_id, span_id, local_root = span.trace_id, span.span_id, span.local_root
         self.stats.spans += 1
         pending = self._pending.get(trace_id)
+        # a score (record_score) may come before or after its run, from a judge whose span has a
+        # remote parent: it is never late and never finishes a trace (ScoreJoin joins it)
+        score = local_root and span.name.startswith(_SCORE_SPAN)
+        if score:
+            local_root = False
         if pending is None:
-            if trace_id in self._finished:
+            if trace_id in self._finished and not (score or span.name.startswith(_SCORE_SPAN)):
                 self.stats.late_spans += 1
                 self.diagnostics.warn(
                     "late span",
