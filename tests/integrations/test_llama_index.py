@@ -21,6 +21,7 @@ from llama_index.core.llms import CompletionResponse, CustomLLM, LLMMetadata, Mo
 from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, TextNode
+from opentelemetry import trace
 from opentelemetry.trace import StatusCode
 
 import ragtrace
@@ -82,9 +83,9 @@ class KeepFirst(BaseNodePostprocessor):
 
 @pytest.fixture
 def instrumented(spans):
-    LlamaIndexInstrumentor().instrument()
+    ragtrace.instrument("llama_index")
     yield spans
-    LlamaIndexInstrumentor().uninstrument()
+    ragtrace.uninstrument("llama_index")
 
 
 def index(scale: int = 1) -> VectorStoreIndex:
@@ -228,6 +229,7 @@ def test_beside_openinference_nothing_breaks_and_the_figures_hold(instrumented):
         response = engine.query(QUESTION)
     finally:
         OpenInferenceLlamaIndex().uninstrument()
+    assert not trace.get_current_span().get_span_context().is_valid, "no span of the query is left current"
     ours = [s for s in instrumented.all() if "rag.stage" in s.attributes]
     theirs = [s for s in instrumented.all() if "rag.stage" not in s.attributes]
     assert {s.context.trace_id for s in instrumented.all()} == {ours[0].context.trace_id}  # one trace

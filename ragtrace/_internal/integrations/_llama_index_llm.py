@@ -19,11 +19,9 @@ from .. import names, state as state_module
 from ..assemble_stage import Assemble
 from ..assembly import ContextRecord
 from ..generation import Generate
-from ._common import inside_generation
+from ._common import Attached, inside_generation
 from ._packing import exact_run, merged
 
-ROLE_GRADER = "grader"  # an LLM call inside a node postprocessor (LLMRerank...)
-ROLE_REWRITE = "rewrite"  # an LLM call elsewhere in a query engine (query transforms)
 PREDICT_METHODS = frozenset({"predict", "apredict", "stream", "astream"})  # format a template, then call the model
 LLM_METHODS = PREDICT_METHODS | {
     "complete", "acomplete", "stream_complete", "astream_complete", "chat", "achat", "stream_chat", "astream_chat",
@@ -47,6 +45,7 @@ class Call:
     """One LLM call: its generate span, the assembly of its prompt, its dispatcher span ids."""
 
     generate: Generate
+    attached: Attached
     synthesis: Synthesis | None = None
     assemble: Assemble | None = None
     located: list[Any] | None = None  # nodes to locate in the prompt (packing changed their text)
@@ -81,11 +80,10 @@ class LlmCalls:
             assemble, located = self._assemble(synthesis, prompt_args.get("context_str", prompt_args.get("context_msg")))
         else:
             synthesis = None
-            role = ROLE_GRADER if region == "rerank" else ROLE_REWRITE if region is not None else names.ROLE_ANSWER
+            role = names.ROLE_GRADER if region == "rerank" else names.ROLE_REWRITE if region is not None else names.ROLE_ANSWER
         generate = Generate(_model(instance), _provider(instance), role=role, temperature=_number(getattr(instance, "temperature", None)), tracer_provider=self.provider)
         generate.open()
-        generate.attach()
-        call = Call(generate, synthesis, assemble, located, [id_])
+        call = Call(generate, Attached(generate), synthesis, assemble, located, [id_])
         with self.lock:
             self.calls[id_] = call
 
@@ -131,7 +129,7 @@ class LlmCalls:
             call = self.calls.get(id_)
         if call is None or id_ != call.span_ids[0]:
             return
-        call.generate.detach()
+        call.attached.detach()
         if error is None and (hasattr(result, "__next__") or hasattr(result, "__anext__")):
             call.streaming = True  # the End event ends it
             return

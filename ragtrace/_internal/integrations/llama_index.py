@@ -24,20 +24,21 @@ through while the pipeline's context is active, and the root ends when the strea
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Iterator
+from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 
 from .. import state as state_module
 from ..guard import guard
 from ..pipeline import RagPipeline
 from ..retrieval import Embed, Rerank, Retrieve
 from ..stage import Stage
+from ._common import Attached
 from ._llama_index_llm import LLM_METHODS, LlmCalls, Synthesis
+from .base import RagtraceInstrumentor
 
 _ENGINE_METHODS = frozenset({"query", "aquery"})
 _RETRIEVE_METHODS = frozenset({"retrieve", "aretrieve"})
@@ -63,23 +64,22 @@ class _Opened:
     region: _Region | None
     token: Any = None
     candidates: Any = None  # a postprocessor's input nodes
+    attached: Attached | None = None
 
 
 _region: ContextVar[_Region | None] = ContextVar("ragtrace_llama_index_region", default=None)
 
 
-class LlamaIndexInstrumentor(BaseInstrumentor):  # type: ignore[misc]
-    """``LlamaIndexInstrumentor().instrument(tracer_provider=...)``; ``ragtrace.instrument("llama_index")``."""
+class LlamaIndexInstrumentor(RagtraceInstrumentor):
+    """``ragtrace.instrument("llama_index")``, or ``LlamaIndexInstrumentor().instrument(tracer_provider=...)``."""
 
+    library_name = "llama_index"
     _handlers: tuple[Any, Any] | None = None
-
-    def instrumentation_dependencies(self) -> Collection[str]:
-        return ("llama-index-core >= 0.14, < 0.15",)
 
     def _instrument(self, **kwargs: Any) -> None:
         from llama_index.core.instrumentation import get_dispatcher
 
-        tracker = _Tracker(kwargs.get("tracer_provider"))
+        tracker = _Tracker(self.tracer_provider(kwargs))
         self._handlers = _handlers(tracker)
         root = get_dispatcher()
         root.add_span_handler(self._handlers[0])
@@ -147,7 +147,8 @@ class _Tracker:
             if error is None and opened.region is not None and opened.region.kind == "synthesis":
                 return self._passing(result, None, opened.region)
             return result
-        stage.detach()
+        if opened.attached is not None:
+            opened.attached.detach()
         if error is None:
             if isinstance(stage, Rerank):
                 stage.record(result, candidates=opened.candidates)
@@ -161,12 +162,13 @@ class _Tracker:
         return result
 
     def _open(self, id_: str, stage: Stage | None, region: _Region | None, candidates: Any = None) -> None:
+        attached = None
         if stage is not None:
             stage.open()
-            stage.attach()
+            attached = Attached(stage, stage.state if isinstance(stage, RagPipeline) else None)
         token = _region.set(region) if region is not None else None
         with self.lock:
-            self.open[id_] = _Opened(stage, region, token, candidates)
+            self.open[id_] = _Opened(stage, region, token, candidates, attached)
 
     def _enter_engine(self, id_: str, args: dict[str, Any], instance: Any, method: str, parent: str | None) -> None:
         if state_module.current() is not None:  # inside the user's rag_pipeline, or a nested engine
