@@ -13,6 +13,8 @@ from . import names, otel_metrics
 from .assembly import ContextRecord
 from .citations import CitationPattern, CitationResult, parse_citations
 from .guard import call_guarded, guard, warn_once
+from .messages import as_messages
+from .outputs import langchain_output, llama_index_output
 from .spans import all_passed, gate_messages, message_text, messages_json
 from .assemble_stage import Assemble
 from .stage import Stage, as_text, float_or_none, int_or_none, prompt_json, set_figures
@@ -263,7 +265,7 @@ def _prompt_messages(prompt: Any) -> list[Mapping[str, Any]] | None:
         return [{"role": "user", "content": prompt}]
     if isinstance(prompt, Sequence) and prompt and all(isinstance(m, Mapping) for m in prompt):
         return list(prompt)
-    return None
+    return as_messages(prompt) or None  # LangChain/LlamaIndex message objects
 
 
 def _get(obj: Any, key: str) -> Any:
@@ -280,9 +282,13 @@ def _completion(output: Any) -> tuple[str | None, dict[str, Any]]:
         return output, {}
     if isinstance(output, bytes):
         return output.decode("utf-8", "replace"), {}
-    framework = _framework_output(output)
-    if framework is not None:
-        return framework
+    found = langchain_output(output)
+    if found is not None:
+        return found
+    llama_index = llama_index_output(output)
+    if llama_index is not None:
+        text, raw = llama_index
+        return text, _chunk_metadata(raw) if raw is not None and _get(raw, "usage") is not None else {}
     choices = _get(output, "choices")
     if choices is not None:
         first = choices[0] if isinstance(choices, Sequence) and choices else None
@@ -293,25 +299,6 @@ def _completion(output: Any) -> tuple[str | None, dict[str, Any]]:
     if isinstance(output, Iterable) and not isinstance(output, Mapping):
         return "".join(_piece_text(p) or "" for p in output), {}
     return None, {}
-
-
-def _framework_output(output: Any) -> tuple[str | None, dict[str, Any]] | None:
-    """LlamaIndex's ``CompletionResponse`` (``.text``), ``ChatResponse`` (``.message.content``) and
-    ``Response`` (``.response``), read by shape; usage from the provider's ``raw`` completion when
-    it carries one. None for any other object (these are pydantic models: iterating one yields its
-    fields, never text)."""
-    if isinstance(output, Mapping) or _get(output, "choices") is not None:
-        return None
-    text = getattr(output, "text", None)
-    message = getattr(output, "message", None)
-    if not isinstance(text, str) and message is not None and hasattr(message, "role"):
-        text = getattr(message, "content", None)
-    if not isinstance(text, str):
-        text = getattr(output, "response", None)
-        if not isinstance(text, str):
-            return None
-    raw = getattr(output, "raw", None)
-    return text, _chunk_metadata(raw) if raw is not None and _get(raw, "usage") is not None else {}
 
 
 def _chunk_metadata(chunk: Any) -> dict[str, Any]:
