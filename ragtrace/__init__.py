@@ -19,6 +19,7 @@ from ._internal.chunks import Chunk
 from ._internal.citations import CitationPattern, CitationResult, parse_citations
 from ._internal.config import configure
 from ._internal.decorators import assembler, embedder, generator, reranker, retriever
+from ._internal.integrations import instrument, uninstrument
 from ._internal.pipeline import RagPipeline
 from ._internal.redaction import Redactor
 from ._internal.assemble_stage import Assemble, Render
@@ -27,10 +28,13 @@ from ._internal.assemble_stage import render_joined as _render_joined
 from ._internal.guard import warn_once as _warn_once
 from ._internal.generation import Generate
 from ._internal.retrieval import Embed, Rerank, Retrieve
+from ._internal.scores import SCORERS, record_score
 from ._internal.tokens import SimpleTokenizer, TiktokenTokenizer, Tokenizer
 
 __all__ = [
     "configure",
+    "instrument",
+    "uninstrument",
     "rag_pipeline",
     "embed",
     "retrieve",
@@ -45,6 +49,8 @@ __all__ = [
     "place",
     "place_all",
     "parse_citations",
+    "record_score",
+    "SCORERS",
     "Chunk",
     "CitationResult",
     "ContextRecord",

@@ -46,8 +46,8 @@ def provider(seed: int = 7) -> tuple[TracerProvider, InMemorySpanExporter]:
 
 def run_pipeline(**options) -> tuple[ragtrace.RagPipeline, list[str]]:
     """A pipeline with content everywhere; returns the run and the markers planted in it."""
-    marks = [f"M{uuid.uuid4().hex[:12]}" for _ in range(4)]
-    query, chunk_a, chunk_b, answer = marks
+    marks = [f"M{uuid.uuid4().hex[:12]}" for _ in range(5)]
+    query, chunk_a, chunk_b, answer, explanation = marks
     with ragtrace.rag_pipeline("qa", query=f"{query}?", **options) as run:
         with ragtrace.retrieve(f"{query}?", data_source="kb") as r:
             r.record([{"id": "a", "score": 0.9, "content": chunk_a}, {"id": "b", "score": 0.5, "content": chunk_b}])
@@ -57,12 +57,13 @@ def run_pipeline(**options) -> tuple[ragtrace.RagPipeline, list[str]]:
             ctx.render("Context:\n{context}\nQuestion: {query}", query=query)
         with ragtrace.generate(model="m") as g:
             g.record(f"{answer} [1]")
+    ragtrace.record_score(run, name="groundedness", value=0.9, explanation=explanation, scorer="code")
     return run, marks
 
 
 def exported_text(exporter: InMemorySpanExporter, trace_id: str) -> str:
     spans = [s for s in exporter.get_finished_spans() if format(s.context.trace_id, "032x") == trace_id]
-    assert len(spans) >= 4
+    assert len(spans) == 5
     return json.dumps(encode_spans(spans), ensure_ascii=False)
 
 

@@ -100,6 +100,20 @@ def test_decorated_generator_is_timed_per_item_as_it_arrives(spans, reader, cloc
     check_latency(spans, reader, 0.2, [1.1, 1.3])
 
 
+def test_a_returned_iterator_is_timed_as_the_app_reads_it(spans, reader, clock):
+    @ragtrace.generator(model="m")
+    def answer(prompt: str):
+        return timed_pieces(clock, [0.2, 0.1, 0.3])  # a generator object, returned, not yielded from
+
+    with ragtrace.rag_pipeline("qa"):
+        pieces = []
+        for piece in answer("prompt"):
+            pieces.append(piece)
+            clock.advance(1.0)
+    assert pieces == ["p0 ", "p1 ", "p2 "]
+    check_latency(spans, reader, 0.2, [1.1, 1.3])
+
+
 def test_decorated_async_generator_is_timed(spans, reader, clock):
     @ragtrace.generator(model="m")
     async def answer(prompt: str):

@@ -20,7 +20,15 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
 
 from . import guard
-from .redaction import ContentPolicy, Redactor, check_mode, check_sample, mode_from_environment, sample_from_environment
+from .redaction import (
+    ContentPolicy,
+    Redactor,
+    check_mode,
+    check_sample,
+    mode_from_environment,
+    sample_from_environment,
+    sampled_for_content,
+)
 from .tokens import DEFAULT_TOKENIZER, Tokenizer
 
 INSTRUMENTATION_NAME = "ragtrace"
@@ -162,6 +170,18 @@ def with_content(config: Config, mode: str | None, redactor: Redactor | None) ->
         return config
     policy = ContentPolicy(check_mode(mode) if mode is not None else config.content.mode, redactor or config.content.redactor)
     return replace(config, content=policy, full_content_sample=0.0 if mode is not None else config.full_content_sample)
+
+
+def content_decided(config: Config, trace_id: int | None) -> Config:
+    """The content sample decided for one pipeline from its trace id (None: untraced, not drawn).
+
+    Deterministic, so a judge in another process takes the same decision from the same id.
+    """
+    share = config.full_content_sample
+    if not share:
+        return config
+    drawn = trace_id is not None and sampled_for_content(trace_id, share)
+    return replace(config, content=ContentPolicy("full", config.content.redactor) if drawn else config.content, full_content_sample=0.0)
 
 
 def _exporter(exporter: str | SpanExporter) -> tuple[SpanExporter, bool]:

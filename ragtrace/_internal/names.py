@@ -25,6 +25,7 @@ STAGE_RETRIEVE: Final = "retrieve"
 STAGE_RERANK: Final = "rerank"
 STAGE_ASSEMBLE: Final = "assemble"
 STAGE_GENERATE: Final = "generate"
+STAGE_EVALUATION: Final = "evaluation"  # a score of a run (record_score); not a step of the pipeline
 
 # gen_ai.operation.name values. "rerank" is a custom value (no OTel rerank operation exists yet).
 OP_WORKFLOW: Final = "invoke_workflow"
@@ -34,6 +35,7 @@ OP_RERANK: Final = "rerank"
 OP_CHAT: Final = "chat"
 # The assemble span has no GenAI operation; this is its span name.
 ASSEMBLE_SPAN_NAME: Final = "assemble_context"
+EVALUATION_SPAN_NAME: Final = "evaluation"  # "evaluation {score name}"
 
 # --- OpenTelemetry general / GenAI ------------------------------------------------------------
 ERROR_TYPE: Final = "error.type"
@@ -64,6 +66,12 @@ GEN_AI_EVALUATION_RESULT: Final = "gen_ai.evaluation.result"
 GEN_AI_EVALUATION_NAME: Final = "gen_ai.evaluation.name"
 GEN_AI_EVALUATION_SCORE_VALUE: Final = "gen_ai.evaluation.score.value"
 GEN_AI_EVALUATION_SCORE_LABEL: Final = "gen_ai.evaluation.score.label"
+GEN_AI_EVALUATION_EXPLANATION: Final = "gen_ai.evaluation.explanation"
+# record_score: who scored, on the same event (OpenInference's annotator kind, in lower case)
+RAG_EVALUATION_SCORER: Final = "rag.evaluation.scorer"
+SCORER_LLM: Final = "llm"
+SCORER_HUMAN: Final = "human"
+SCORER_CODE: Final = "code"
 
 # --- ragtrace: common -------------------------------------------------------------------------
 RAG_STAGE: Final = "rag.stage"
@@ -127,6 +135,8 @@ DROP_NOT_IN_PROMPT: Final = "not_in_prompt"  # "declared" assembly: the declared
 RAG_GENERATION_ROLE: Final = "rag.generation.role"
 RAG_GENERATION_CONTEXT_SPAN_ID: Final = "rag.generation.context_span_id"
 ROLE_ANSWER: Final = "answer"
+ROLE_REWRITE: Final = "rewrite"  # an LLM call that shapes the query (condense, rewrite, multi-query), not the answer
+RAG_ROLE_METADATA_KEY: Final = "ragtrace_role"  # LangChain run metadata that sets a generation's role
 RAG_CITATION_IDS: Final = "rag.citation.ids"
 RAG_CITATION_VALID_COUNT: Final = "rag.citation.valid_count"
 RAG_CITATION_INVALID_COUNT: Final = "rag.citation.invalid_count"
@@ -196,6 +206,8 @@ METRIC_EMPTY_RETRIEVALS: Final = "rag.retrieval.empty"
 METRIC_TIME_TO_FIRST_CHUNK: Final = "gen_ai.client.operation.time_to_first_chunk"
 METRIC_TIME_PER_OUTPUT_CHUNK: Final = "gen_ai.client.operation.time_per_output_chunk"
 RAG_PIPELINE_VERSION: Final = "rag.pipeline.version"
+RAG_PIPELINE_ROUTE: Final = "rag.pipeline.route"
+METRIC_SCORE_PREFIX: Final = "rag.eval."  # record_score's histograms: rag.eval.<score name>
 
 # --- OpenInference ----------------------------------------------------------------------------
 OI_SPAN_KIND: Final = "openinference.span.kind"
@@ -205,6 +217,7 @@ OI_KIND_RETRIEVER: Final = "RETRIEVER"
 OI_KIND_RERANKER: Final = "RERANKER"
 OI_KIND_PROMPT: Final = "PROMPT"
 OI_KIND_LLM: Final = "LLM"
+OI_KIND_EVALUATOR: Final = "EVALUATOR"
 OI_INPUT_VALUE: Final = "input.value"
 OI_INPUT_MIME_TYPE: Final = "input.mime_type"
 OI_OUTPUT_VALUE: Final = "output.value"
@@ -312,7 +325,7 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(GEN_AI_INPUT_MESSAGES, "string (JSON)", "generate", True, "Prompt as GenAI input messages."),
     AttributeInfo(GEN_AI_OUTPUT_MESSAGES, "string (JSON)", "generate", True, "Completion as GenAI output messages."),
     AttributeInfo(ERROR_TYPE, "string", _ALL, False, "Exception type name when the stage failed."),
-    AttributeInfo(RAG_STAGE, "string", _ALL, False, "pipeline, embed, retrieve, rerank, assemble or generate."),
+    AttributeInfo(RAG_STAGE, "string", _ALL, False, "pipeline, embed, retrieve, rerank, assemble, generate; evaluation on a record_score span."),
     AttributeInfo(RAG_PIPELINE_ATTRIBUTE_PREFIX + "<key>", "any primitive", "pipeline", False, "Extra keyword arguments of rag_pipeline (version, route...)."),
     AttributeInfo(RAG_QUERY_ID, "string", "pipeline", False, "Caller-supplied query id, for golden-set eval."),
     AttributeInfo(RAG_QUERY_HASH, "string", "pipeline", False, "sha256 prefix of the normalised query: joins golden sets under redaction."),
@@ -374,7 +387,7 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(metric_attribute(METRIC_WASTED_CONTEXT_TOKENS), "int", "pipeline, generate", False, "Tokens of in-context chunks never cited."),
     AttributeInfo(metric_attribute(METRIC_DUPLICATE_CHUNKS), "int", "pipeline, generate", False, "Same id twice or same content under two ids."),
     AttributeInfo(metric_attribute(METRIC_CITED_POSITIONS), "int[]", "pipeline, generate", False, "Prompt positions of cited chunks (lost-in-the-middle signal)."),
-    AttributeInfo(OI_SPAN_KIND, "string", _ALL, False, "CHAIN, EMBEDDING, RETRIEVER, RERANKER, PROMPT or LLM."),
+    AttributeInfo(OI_SPAN_KIND, "string", _ALL, False, "CHAIN, EMBEDDING, RETRIEVER, RERANKER, PROMPT, LLM; EVALUATOR on a record_score span."),
     AttributeInfo(OI_INPUT_VALUE, "string", _ALL, True, "Stage input (query, prompt)."),
     AttributeInfo(OI_INPUT_MIME_TYPE, "string", _ALL, True, "text/plain or application/json; set only with input.value."),
     AttributeInfo(OI_OUTPUT_VALUE, "string", _ALL, True, "Stage output (answer, prompt)."),
@@ -395,4 +408,32 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(OI_RERANKER_MODEL_NAME, "string", "rerank", False, "Rerank model."),
     AttributeInfo(OI_RERANKER_TOP_K, "int", "rerank", False, "Rerank top_n."),
     AttributeInfo(OI_TRACE_EVALUATIONS + ".{i}.evaluation.{name,score,label,annotator_kind}", "string, double", "pipeline", False, "The per-trace proxies for OpenInference tools."),
+    # the gen_ai.evaluation.result event of a record_score span ("evaluation {name}", a child of the root)
+    AttributeInfo(GEN_AI_EVALUATION_NAME, "string", "evaluation (event)", False, "The score's name, e.g. groundedness (also ragtrace.<proxy> on the root's events)."),
+    AttributeInfo(GEN_AI_EVALUATION_SCORE_VALUE, "double", "evaluation (event)", False, "The score."),
+    AttributeInfo(GEN_AI_EVALUATION_SCORE_LABEL, "string", "evaluation (event)", False, "The score's label, when given (pass, fail...)."),
+    AttributeInfo(GEN_AI_EVALUATION_EXPLANATION, "string", "evaluation (event)", True, "The judge's explanation."),
+    AttributeInfo(RAG_EVALUATION_SCORER, "string", "evaluation (event)", False, "Who scored: llm, human or code."),
+)
+
+
+class MetricInfo(NamedTuple):
+    """One row of the metric reference (docs/attributes.md, after the attributes)."""
+
+    name: str
+    instrument: str
+    unit: str
+    description: str
+
+
+METRICS: Final[tuple[MetricInfo, ...]] = (
+    MetricInfo(METRIC_OPERATION_DURATION, "histogram", "s", "Duration of each stage (rag.stage) and pipeline."),
+    MetricInfo(METRIC_RETRIEVAL_TOP_SCORE, "histogram", "1", "Score of the top-ranked retrieved chunk."),
+    MetricInfo(METRIC_CONTEXT_TOKENS, "histogram", "{token}", "Context tokens placed in the prompt."),
+    MetricInfo(METRIC_RECALL_PROXY_HISTOGRAM, "histogram", "1", "Cited-chunk recall proxy per pipeline."),
+    MetricInfo(METRIC_CONTEXT_PRECISION_HISTOGRAM, "histogram", "1", "Context precision per pipeline."),
+    MetricInfo(METRIC_EMPTY_RETRIEVALS, "counter", "{retrieval}", "Retrievals that returned nothing."),
+    MetricInfo(METRIC_TIME_TO_FIRST_CHUNK, "histogram", "s", "Streamed generations: from the generate span's start to the first chunk."),
+    MetricInfo(METRIC_TIME_PER_OUTPUT_CHUNK, "histogram", "s", "Streamed generations: one value per chunk after the first, the time since the previous chunk."),
+    MetricInfo(METRIC_SCORE_PREFIX + "<name>", "histogram", "1", "record_score: the judge scores of that name."),
 )

@@ -16,7 +16,7 @@ from . import config as config_module
 from . import figures as figures_module
 from . import names, otel_metrics, state as state_module
 from .guard import guard
-from .redaction import ContentPolicy, Redactor, sampled_for_content
+from .redaction import Redactor
 from .stage import Stage, as_text, query_hash, set_figures
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -87,6 +87,9 @@ class RagPipeline(Stage):
         state.labels = {names.GEN_AI_WORKFLOW_NAME: self.name}
         if isinstance(version, (str, int)):
             state.labels[names.RAG_PIPELINE_VERSION] = version
+        route = self.attributes.get("route")
+        if isinstance(route, str):
+            state.labels[names.RAG_PIPELINE_ROUTE] = route
         return state
 
     def _decide_content(self) -> None:
@@ -96,13 +99,12 @@ class RagPipeline(Stage):
         """
         share = self.config.full_content_sample
         context = self.span.get_span_context()
-        sampled = context.is_valid and sampled_for_content(context.trace_id, share)
-        policy = ContentPolicy("full", self.config.content.redactor) if sampled else self.config.content
-        self.config = replace(self.config, content=policy, full_content_sample=0.0)
+        self.config = config_module.content_decided(self.config, context.trace_id if context.is_valid else None)
+        policy = self.config.content
         if self.attrs is not None:
             self.attrs.policy = policy
             self.attrs.essential(names.RAG_CONTENT_MODE, policy.mode)
-            self.attrs.essential(names.RAG_CONTENT_SAMPLED, sampled)
+            self.attrs.essential(names.RAG_CONTENT_SAMPLED, policy.captures)  # the configured mode is never full
             self.attrs.essential(names.RAG_CONTENT_SAMPLE_SHARE, share)
 
     def record_stage_metrics(self, found: otel_metrics.Instruments, labels: dict[str, Any]) -> None:
@@ -153,6 +155,12 @@ class RagPipeline(Stage):
         """The pipeline's trace id (32 hex digits), to find it in a backend; None when not traced."""
         context = self.span.get_span_context()
         return format(context.trace_id, "032x") if context.is_valid else None
+
+    @property
+    def span_id(self) -> str | None:
+        """The root span's id (16 hex digits): with ``trace_id``, what ``record_score`` needs elsewhere."""
+        context = self.span.get_span_context()
+        return format(context.span_id, "016x") if context.is_valid else None
 
     def record(self, output: Any) -> None:
         """The pipeline's final output, when it isn't a recorded answer generation."""

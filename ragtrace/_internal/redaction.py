@@ -22,14 +22,25 @@ Redactor = Callable[[str], str]
 ENV_RAGTRACE: Final = "RAGTRACE_CAPTURE_CONTENT"
 ENV_OTEL: Final = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 ENV_SAMPLE: Final = "RAGTRACE_FULL_CONTENT_SAMPLE"
-# The OTel GenAI variable's values, mapped onto ragtrace's modes.
-_OTEL_VALUES: Final = {
-    "no_content": "redact",
-    "false": "redact",
+# What either variable may say, mapped onto ragtrace's modes: the modes themselves, the OTel GenAI
+# variable's standard values, and the usual words for on and off. Anything else means "redact".
+ENVIRONMENT_ALIASES: Final = {
+    **{mode: mode for mode in MODES},
+    "hashed": "hash",
     "span_only": "full",
     "span_and_event": "full",
-    "event_only": "redact",  # ragtrace records no content events, so nothing may go on spans
     "true": "full",
+    "on": "full",
+    "yes": "full",
+    "1": "full",
+    "no_content": "redact",
+    "event_only": "redact",  # ragtrace records no content events, so nothing may go on spans
+    "false": "redact",
+    "off": "redact",
+    "no": "redact",
+    "0": "redact",
+    "none": "redact",
+    "redacted": "redact",
 }
 
 
@@ -46,20 +57,22 @@ def check_mode(mode: object, *, where: str = "capture_content") -> ContentMode:
 def mode_from_environment() -> ContentMode | None:
     """``RAGTRACE_CAPTURE_CONTENT`` first, then the standard OTel GenAI variable.
 
-    An unknown value is logged and ignored, never raised on: the environment is not a call site.
+    An unknown value fails closed: it means ``"redact"``, with a warning, whatever the other
+    variable says. It is never raised on: the environment is not a call site.
     """
-    raw = os.environ.get(ENV_RAGTRACE)
-    if raw:
-        value = raw.strip().lower()
-        if value in MODES:
-            return value  # type: ignore[return-value]
-        guard.logger.warning("ragtrace: ignoring %s=%r (expected one of %s)", ENV_RAGTRACE, raw, MODES)
-    raw = os.environ.get(ENV_OTEL)
-    if raw:
-        mapped = _OTEL_VALUES.get(raw.strip().lower())
-        if mapped:
+    for variable in (ENV_RAGTRACE, ENV_OTEL):
+        raw = os.environ.get(variable)
+        if raw:
+            mapped = ENVIRONMENT_ALIASES.get(raw.strip().lower())
+            if mapped is None:
+                guard.logger.warning(
+                    "ragtrace: %s=%r is not a content mode ragtrace knows; recording no content ('redact'). "
+                    "Use full, redact or hash (docs/redaction.md lists the aliases)",
+                    variable,
+                    raw,
+                )
+                return "redact"
             return mapped  # type: ignore[return-value]
-        guard.logger.warning("ragtrace: ignoring %s=%r", ENV_OTEL, raw)
     return None
 
 

@@ -134,7 +134,7 @@ def report_page(result: ReportResult, warnings: int) -> str:
             body.append(f'<p class="fail">--fail-under failed: {escape("; ".join(result.gate_failures))}</p>')
         else:
             body.append('<p class="pass">--fail-under passed</p>')
-    recommendations = aggregator.recommendations()
+    recommendations = result.recommendations()
     body.append("<h2>Recommendations</h2>")
     body.append("<ul>" + "".join(f"<li>{escape(r)}</li>" for r in recommendations) + "</ul>" if recommendations else "<p>None: no pattern in this data is strong enough to act on.</p>")
     body.append("<h2>Distribution of each proxy</h2>")
@@ -146,6 +146,7 @@ def report_page(result: ReportResult, warnings: int) -> str:
     body.append('<div class="charts">' + position_chart(overall) + "</div>")
     body.append("<h2>Figures over all runs</h2>")
     body.append(_figures_table(overall))
+    body.extend(result.sections_html())
     for dimension, groups in aggregator.groups.items():
         if not groups:
             continue
