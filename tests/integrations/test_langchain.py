@@ -323,3 +323,31 @@ def test_a_chat_models_usage_model_and_messages_are_recorded(spans, store):
     assert [m["role"] for m in messages] == ["system", "user"]
     assert messages[1]["parts"][0]["content"] == QUESTION
     assert figures(spans.one("pipeline"))["cited"] == 1
+
+
+def test_separate_calls_inside_a_users_pipeline_share_it(spans, store):
+    """retriever.invoke, the app's own prompt, llm.invoke: one pipeline, the documents located."""
+    llm = FakeListChatModel(responses=["Five days [2]."])
+    with ragtrace.rag_pipeline("manual", query=QUESTION) as run:
+        docs = store.as_retriever(search_kwargs={"k": 3}).invoke(QUESTION)
+        reply = llm.invoke([("system", "Sources:\n" + format_docs(docs)), ("human", QUESTION)])
+    assert reply.content == "Five days [2]."
+    assert tree(spans) == {"invoke_workflow manual": ["assemble_context", "chat", "retrieval InMemoryVectorStore"]}
+    assembled = spans.one("assemble").attributes
+    assert assembled["rag.context.inclusion_method"] == "located"
+    assert list(assembled["rag.context.chunk_ids"]) == [d.id for d in docs]
+    assert list(spans.one("generate").attributes["rag.citation.ids"]) == [docs[1].id]
+    assert (run.metrics["retrieved"], run.metrics["in_context"], run.metrics["cited"]) == (3, 3, 1)
+
+
+def test_a_users_own_assembly_is_not_doubled(spans, store):
+    llm = FakeListChatModel(responses=["Five days [1]."])
+    with ragtrace.rag_pipeline("own-assembly", query=QUESTION) as run:
+        docs = store.as_retriever(search_kwargs={"k": 3}).invoke(QUESTION)
+        with ragtrace.assemble() as ctx:
+            ctx.add(docs[0])
+            prompt = ctx.render("Sources:\n{context}\n\nQuestion: {question}", question=QUESTION)
+        llm.invoke(prompt)
+    (assembled,) = spans.by_stage("assemble")
+    assert assembled.attributes["rag.context.inclusion_method"] == "recorded"
+    assert (run.metrics["retrieved"], run.metrics["in_context"], run.metrics["cited"]) == (3, 1, 1)
