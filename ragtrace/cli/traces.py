@@ -32,6 +32,8 @@ from .._internal.names import (
     RAG_CITATION_FORMAT,
     RAG_CITATION_IDS,
     RAG_CITATION_INVALID_COUNT,
+    RAG_CITATION_OUT_OF_CONTEXT_COUNT,
+    RAG_CITATION_STATUS,
     RAG_CONTENT_MODE,
     RAG_CONTEXT_CHUNK_IDS,
     RAG_CONTEXT_CHUNK_TOKENS,
@@ -197,7 +199,7 @@ def _ragtrace_row(trace: Trace, pipeline: Span | None, members: list[tuple[Span,
     for span, stage in members:
         if stage != STAGE_GENERATE or span.get_str(RAG_GENERATION_ROLE) != ROLE_ANSWER:
             continue
-        if not (span.has(RAG_CITATION_FORMAT) or span.has(_CITED_KEY)):
+        if not (span.has(RAG_CITATION_FORMAT) or span.has(_CITED_KEY) or span.has(RAG_CITATION_STATUS)):
             continue  # an answer generation that recorded no output: not an answer online either
         cited = [str(c) for c in span.get_list(RAG_CITATION_IDS) or ()]
         context = _context_of(span, contexts, cited)
@@ -208,6 +210,8 @@ def _ragtrace_row(trace: Trace, pipeline: Span | None, members: list[tuple[Span,
                 placements=context[1] if context is not None else None,
                 cited_ids=cited,
                 invalid_citations=span.get_int(RAG_CITATION_INVALID_COUNT) or 0,
+                out_of_context_citations=span.get_int(RAG_CITATION_OUT_OF_CONTEXT_COUNT) or 0,
+                unmeasured=span.get_str(RAG_CITATION_STATUS),
             )
         )
         answer_spans.append(span)
