@@ -15,7 +15,7 @@ from .assembly import ContextRecord
 from .citations import CitationPattern, CitationResult
 from .guard import call_guarded, guard, warn_once
 from .messages import as_messages
-from .outputs import langchain_output
+from .outputs import langchain_output, llama_index_output
 from .spans import all_passed, gate_messages, message_text, messages_json
 from .assemble_stage import Assemble
 from .stage import Stage, as_text, float_or_none, int_or_none, prompt_json, set_figures
@@ -76,7 +76,7 @@ class Generate(Stage):
 
     @property
     def is_answer(self) -> bool:
-        return self.role == names.ROLE_ANSWER
+        return self.role in names.ANSWER_ROLES
 
     def set_prompt(self, prompt: Any) -> None:
         """The prompt sent to the model: a string or a list of chat messages."""
@@ -297,6 +297,10 @@ def _completion(output: Any) -> tuple[str | None, dict[str, Any]]:
     found = langchain_output(output)
     if found is not None:
         return found
+    llama_index = llama_index_output(output)
+    if llama_index is not None:
+        text, raw = llama_index
+        return text, _chunk_metadata(raw) if raw is not None and _get(raw, "usage") is not None else {}
     choices = _get(output, "choices")
     if choices is not None:
         first = choices[0] if isinstance(choices, Sequence) and choices else None

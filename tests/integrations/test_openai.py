@@ -17,7 +17,7 @@ import wrapt
 from opentelemetry.trace import StatusCode
 
 import ragtrace
-from loopback import ANSWER, USAGE
+from loopback import ANSWER
 from ragtrace._internal.integrations.openai import OpenAIInstrumentor
 
 DOCS = [
@@ -30,9 +30,9 @@ QUESTION = "How long does a refund take?"
 
 @pytest.fixture
 def instrumented(spans):
-    OpenAIInstrumentor().instrument()
+    ragtrace.instrument("openai")
     yield spans
-    OpenAIInstrumentor().uninstrument()
+    ragtrace.uninstrument("openai")
 
 
 def client(url: str, cls: type = openai.OpenAI):
