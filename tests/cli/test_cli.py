@@ -197,4 +197,9 @@ def test_python_dash_m(module, tmp_path):
 def test_version(cli):
     result = cli("--version")
     assert result.code == 0 and result.out.startswith("ragtrace ")
-    assert result.out.rstrip().endswith("(report path: compiled)")  # what make test builds (test_compiled.py)
+    assert result.out.rstrip().endswith(("(report path: compiled)", "(report path: pure Python)"))
+
+
+@pytest.mark.compiled
+def test_version_names_the_compiled_build(cli):
+    assert cli("--version").out.rstrip().endswith("(report path: compiled)")  # what make test builds (test_compiled.py)
