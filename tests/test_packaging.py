@@ -107,7 +107,8 @@ def test_installed_wheel_runs_the_cli_and_the_readme_quickstart(pure_artefacts, 
     assert with_file != quickstart
     _run(bin_dir / "python", "-c", with_file, cwd=tmp_path)
     report = _run(bin_dir / "ragtrace", "report", "--markdown", traces, cwd=tmp_path)
-    assert "support-qa" in report and re.search(r"\|\s*runs\s*\|\s*1\s*\|", report) or "1 pipeline run" in report, report
+    assert "4 spans, 1 traces, 1 pipeline runs" in report, report
+    assert "| recall_proxy | 0.50 | 0.50 | 0.50 | 1 |" in report and "| support-qa | 1 | 1 | 0 |" in report, report
 
 
 def test_opt_in_compiled_wheel(tmp_path):
