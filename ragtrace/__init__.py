@@ -19,15 +19,22 @@ from ._internal.chunks import Chunk
 from ._internal.citations import CitationPattern, CitationResult, parse_citations
 from ._internal.config import configure
 from ._internal.decorators import assembler, embedder, generator, reranker, retriever
+from ._internal.integrations import instrument, uninstrument
 from ._internal.pipeline import RagPipeline
 from ._internal.redaction import Redactor
-from ._internal.assemble_stage import Assemble
+from ._internal.assemble_stage import Assemble, Render
+from ._internal.assemble_stage import current as _current_assemble
+from ._internal.assemble_stage import render_joined as _render_joined
+from ._internal.guard import warn_once as _warn_once
 from ._internal.generation import Generate
 from ._internal.retrieval import Embed, Rerank, Retrieve
+from ._internal.scores import SCORERS, record_score
 from ._internal.tokens import SimpleTokenizer, TiktokenTokenizer, Tokenizer
 
 __all__ = [
     "configure",
+    "instrument",
+    "uninstrument",
     "rag_pipeline",
     "embed",
     "retrieve",
@@ -39,7 +46,11 @@ __all__ = [
     "reranker",
     "assembler",
     "generator",
+    "place",
+    "place_all",
     "parse_citations",
+    "record_score",
+    "SCORERS",
     "Chunk",
     "CitationResult",
     "ContextRecord",
@@ -48,6 +59,7 @@ __all__ = [
     "Retrieve",
     "Rerank",
     "Assemble",
+    "Render",
     "Generate",
     "Tokenizer",
     "SimpleTokenizer",
@@ -194,3 +206,25 @@ def generate(
         max_tokens=max_tokens,
         tracer_provider=tracer_provider,
     )
+
+
+def place(chunk: Any, text: str, *, label: str | None = None) -> bool:
+    """``Assemble.place`` on the assembly running now (an ``assemble()`` block or an
+    ``@assembler`` function): declare that the prompt shows ``text`` for ``chunk``. Outside one,
+    nothing is recorded (warned once) and False is returned."""
+    stage = _current_assemble()
+    if stage is None:
+        _warn_once("place-outside", "ragtrace.place() was called outside an assemble block or @assembler function; not recorded")
+        return False
+    return stage.place(chunk, text, label=label)
+
+
+def place_all(chunks: Any, render: Render = "[{label}] {content}", *, separator: str = "\n\n") -> str:
+    """``Assemble.place_all`` on the assembly running now: render, declare and join the chunks
+    (``def format_docs(docs): return ragtrace.place_all(docs, lambda d: d.page_content)``).
+    Outside an assembly the joined text is still returned; nothing is recorded (warned once)."""
+    stage = _current_assemble()
+    if stage is not None:
+        return stage.place_all(chunks, render, separator=separator)
+    _warn_once("place-outside", "ragtrace.place_all() was called outside an assemble block or @assembler function; not recorded")
+    return _render_joined(chunks, render, separator)

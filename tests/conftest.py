@@ -13,6 +13,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from backend.phoenix import PhoenixError, PhoenixServer, ensure_phoenix_venv
+from loopback import serve_chat
 from ragtrace._internal import config, guard
 from ragtrace.cli import compiled
 
@@ -72,6 +73,12 @@ def spans() -> Iterator[Spans]:
     config.configure(tracer_provider=captured.provider)
     yield captured
     captured.provider.shutdown()
+
+
+@pytest.fixture
+def chat_server() -> Iterator[tuple[str, list[dict]]]:
+    """A chat-completions server like the OpenAI API on loopback: (base URL, requests received)."""
+    yield from serve_chat()
 
 
 # --- the real Phoenix backend (tests/backend/phoenix.py) --------------------------------------------

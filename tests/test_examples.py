@@ -10,22 +10,19 @@ output run the real models (heavy).
 from __future__ import annotations
 
 import ast
-import gzip
 import json
 import math
 import os
 import re
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from loopback import ANSWER, QuietHandler, serve
 from ragtrace._internal.otlp_json import attributes_to_dict
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -103,35 +100,6 @@ def stage(trace: list[dict[str, Any]], name: str) -> dict[str, Any]:
 
 def figures(span: dict[str, Any]) -> dict[str, Any]:
     return {k.removeprefix("rag.metrics."): v for k, v in span["attributes"].items() if k.startswith("rag.metrics.")}
-
-
-def serve(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
-    """Serve ``handler`` on a free loopback port in a thread; yields the base URL."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
-
-
-class QuietHandler(BaseHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
-        pass
-
-    def body(self) -> bytes:
-        data = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        return gzip.decompress(data) if self.headers.get("Content-Encoding") == "gzip" else data
-
-    def reply(self, payload: bytes, content_type: str) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
 
 
 # --- the console tree, for every self-contained example ------------------------------------------
@@ -287,6 +255,33 @@ def test_redaction_modes_keep_secrets_in_and_figures_equal(tmp_path):
     assert figures(root_of(traces["hash"]))["cited"] == 1
 
 
+# --- judge scores from another process -----------------------------------------------------------
+def test_judge_scores_join_their_runs_in_the_report(tmp_path):
+    out = run_ok("judge_scores", str(tmp_path / "judge"), cwd=tmp_path)
+    runs = by_trace(read_spans(tmp_path / "judge" / "runs.jsonl"))
+    scores = read_spans(tmp_path / "judge" / "scores.jsonl")
+    assert len(runs) == 6 and len(scores) == 6
+    for score in scores:  # the judge's spans sit in the runs' traces, under their roots
+        root = root_of(runs[score["trace"]])
+        assert score["parent"] == root["id"] and score["name"] == "evaluation groundedness"
+        assert score["resource"]["service.name"] == "judge" and root["resource"]["service.name"] == "qa-app"
+    assert "unsupported: It was invented in 1962" in "".join(s["raw"] for s in scores)  # full mode: the explanation
+    # the quadrants of the six canned answers, worked out by hand: two cite and are grounded, one
+    # cites and overclaims, one is grounded without citing, two neither cite nor are grounded
+    table = out.split("recall_proxy (high ≥ 0.2) × groundedness (high ≥ 0.7): 6 runs")[1]
+    counts = {}
+    for line in table.splitlines()[3:7]:
+        cells = re.split(r"\s{2,}", line.strip())
+        counts[cells[2]] = int(cells[3])
+    assert counts == {
+        "healthy": 2,
+        "cites its sources but claims more than they say": 1,
+        "right without leaning on retrieval (or citing badly)": 1,
+        "retrieval or generation is broken": 2,
+    }
+    assert "Retrieval or generation is broken in 33% of scored runs" in out
+
+
 # --- LangChain / LlamaIndex shapes --------------------------------------------------------------
 def test_framework_documents(tmp_path):
     out = run_ok("framework_documents", f"jsonl:{tmp_path / 'spans.jsonl'}", cwd=tmp_path)
@@ -313,54 +308,7 @@ def test_framework_documents(tmp_path):
     assert math.isclose(got["recall_proxy"], 2 / 3)
 
 
-# --- an OpenAI-compatible server on loopback ----------------------------------------------------
-ANSWER = "Refunds take 5 business days [1]."
-USAGE = {"prompt_tokens": 42, "completion_tokens": 9, "total_tokens": 51}
-
-
-class ChatCompletions(QuietHandler):
-    """``POST /v1/chat/completions``, plain or ``"stream": true`` (SSE), like the OpenAI API."""
-
-    received: list[dict[str, Any]] = []
-
-    def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
-        body = json.loads(self.body())
-        self.received.append({"path": self.path, "authorization": self.headers.get("Authorization"), "body": body})
-        if self.path != "/v1/chat/completions":
-            self.send_error(404)
-            return
-        base = {"id": "chatcmpl-test-1", "created": 1_700_000_000, "model": body["model"] + "-2024-07-18"}
-        if not body.get("stream"):
-            completion = {
-                **base,
-                "object": "chat.completion",
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": ANSWER}, "finish_reason": "stop"}],
-                "usage": USAGE,
-            }
-            self.reply(json.dumps(completion).encode(), "application/json")
-            return
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.end_headers()
-        chunk = {**base, "object": "chat.completion.chunk"}
-        events = [{**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}]
-        events += [{**chunk, "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]} for p in re.findall(r"\S+\s*", ANSWER)]
-        events.append({**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
-        if body.get("stream_options", {}).get("include_usage"):
-            events.append({**chunk, "choices": [], "usage": USAGE})
-        for event in events:
-            self.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
-            self.wfile.flush()
-        self.wfile.write(b"data: [DONE]\n\n")
-
-
-@pytest.fixture
-def chat_server() -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    ChatCompletions.received = []
-    for url in serve(ChatCompletions):
-        yield url, ChatCompletions.received
-
-
+# --- an OpenAI-compatible server on loopback (tests/loopback.py) ---------------------------------
 @pytest.mark.parametrize("stream", [False, True], ids=["completion", "stream"])
 def test_openai_client_against_a_local_server(tmp_path, chat_server, stream):
     url, received = chat_server

@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, Tracer
 from opentelemetry.trace import StatusCode
 
 import ragtrace
-from ragtrace._internal import chunks, config, names
+from ragtrace._internal import chunks, config, names, redaction
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -384,13 +384,56 @@ def test_explicit_argument_wins_over_environment(spans, monkeypatch, env):
     assert spans.one("pipeline").attributes[names.OI_INPUT_VALUE] == secret
 
 
-def test_unknown_environment_value_is_ignored_with_a_warning(monkeypatch, caplog):
-    monkeypatch.setenv("RAGTRACE_CAPTURE_CONTENT", "everything")
-    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "NO_CONTENT")
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        *[(alias, "redact") for alias in ("off", "OFF", "none", "redacted", "no", "false", "0", "no_content", "event_only")],
+        *[(alias, "full") for alias in ("on", "true", "1", "yes", "span_only", "span_and_event")],
+        ("hashed", "hash"),
+    ],
+)
+@pytest.mark.parametrize("variable", ["RAGTRACE_CAPTURE_CONTENT", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"])
+def test_every_documented_alias_works_in_either_variable(monkeypatch, caplog, variable, value, expected):
+    monkeypatch.delenv("RAGTRACE_CAPTURE_CONTENT", raising=False)
+    monkeypatch.delenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", raising=False)
+    monkeypatch.setenv(variable, value)
     with caplog.at_level(logging.WARNING, logger="ragtrace"):
         config.reset()
-    assert config.current().content.mode == "redact"  # fell through to the OTel variable
-    assert any("RAGTRACE_CAPTURE_CONTENT" in r.getMessage() for r in caplog.records if r.name == "ragtrace")
+    assert config.current().content.mode == expected
+    assert not [r for r in caplog.records if r.name == "ragtrace"]
+
+
+def test_documented_aliases_are_the_ones_accepted():
+    page = (ROOT / "docs" / "redaction.md").read_text()
+    for alias in redaction.ENVIRONMENT_ALIASES:
+        assert f"`{alias}`" in page, alias
+
+
+@pytest.mark.parametrize(
+    ("ragtrace_env", "otel_env", "variable"),
+    [
+        ("everything-please", None, "RAGTRACE_CAPTURE_CONTENT"),
+        ("everything-please", "SPAN_ONLY", "RAGTRACE_CAPTURE_CONTENT"),  # never falls through to full
+        (None, "everything-please", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"),
+    ],
+)
+def test_unknown_environment_value_fails_closed_with_a_warning(monkeypatch, caplog, spans, ragtrace_env, otel_env, variable):
+    """A value ragtrace doesn't know means "no content", with a warning naming the variable."""
+    for name, value in (("RAGTRACE_CAPTURE_CONTENT", ragtrace_env), ("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", otel_env)):
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    with caplog.at_level(logging.WARNING, logger="ragtrace"):
+        config.reset()
+        ragtrace.configure(tracer_provider=spans.provider)
+    assert config.current().content.mode == "redact"
+    warnings = [r.getMessage() for r in caplog.records if r.name == "ragtrace"]
+    assert warnings and all(variable in w and "redact" in w for w in warnings)
+    secret = marker("q")
+    with ragtrace.rag_pipeline("p", query=secret):
+        pass
+    assert leaked({"q": secret}, [exported_text(s) for s in spans.all()]) == {}
 
 
 @pytest.mark.parametrize(("value", "error"), [("none", ValueError), ("", ValueError), ("redacted", ValueError), (True, TypeError), (0, TypeError), (["redact"], TypeError)])

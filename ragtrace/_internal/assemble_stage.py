@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextvars import ContextVar
+from typing import Any, Union
 
 
 from . import names, otel_metrics, state as state_module
-from .assembly import ContextBuilder, ContextRecord, Drop, Labeller, Prompt, fill_prompt, locate
+from .assembly import DEFAULT_CHUNK_FORMAT, ContextBuilder, ContextRecord, Drop, Labeller, Prompt, fill, fill_prompt, locate
 from .chunks import Accessors, Chunk, NO_ACCESSORS, normalize, to_chunk
-from .guard import call_guarded, guard
+from .declared import Declared, leading_label, resolve
+from .guard import call_guarded, guard, warn_once
+from .messages import as_prompt
 from .tokens import Tokenizer
 from .spans import gate_messages
 from .stage import Stage, int_or_none, prompt_json
+
+
+# How ``place_all`` renders each chunk: a format string over ``{position}``, ``{label}``, ``{id}``
+# and ``{content}``, or your function of the chunk (the object you passed) returning its text.
+Render = Union[str, Callable[[Any], str]]
+
+_current: ContextVar[Assemble | None] = ContextVar("ragtrace_assemble", default=None)
 
 
 # --- assemble ---------------------------------------------------------------------------------
@@ -47,6 +57,9 @@ class Assemble(Stage):
         )
         self.record_: ContextRecord | None = None
         self._located: ContextRecord | None = None
+        self._declared: list[Declared] | None = None  # place() calls, in prompt order
+        self._declared_prompt: Any = None
+        self._current_token: Any = None
 
     def span_name(self) -> str:
         return names.ASSEMBLE_SPAN_NAME
@@ -58,6 +71,56 @@ class Assemble(Stage):
     def _add(self, chunk: Any) -> bool:
         chunk = self._canonical(chunk)
         return self.builder.add(chunk) if chunk is not None else False
+
+    # -- declared placements: the app renders, ragtrace records -----------------------------------
+    def place(self, chunk: Any, text: str, *, label: str | None = None) -> bool:
+        """Declare that the prompt shows exactly ``text`` for ``chunk`` (your own rendering of it),
+        in prompt order; ``label`` is the citation label the model sees for it (default: the label
+        ``text`` opens with, ``"[2] ..."`` -> ``"2"``, else none). Hand over the final prompt with
+        ``set_prompt``. Returns False when nothing new was recorded (an unreadable chunk, a text
+        that is not a string, or a chunk already placed: it counts once, its labels all resolve).
+        """
+        return bool(call_guarded("assembly bookkeeping", self._place, chunk, text, label, default=False))
+
+    def _place(self, chunk: Any, text: Any, label: Any) -> bool:
+        if not isinstance(text, str):
+            warn_once("place-text", "place(chunk, text) takes the text the prompt shows as a str, got %s; not recorded", type(text).__name__)
+            return False
+        found = self._canonical(chunk)
+        if found is None:
+            return False
+        declared = self._declared if self._declared is not None else []
+        self._declared = declared
+        duplicate = any(d.chunk.id == found.id for d in declared)
+        declared.append(Declared(found, text, leading_label(text) if label is None else str(label)))
+        return not duplicate
+
+    def place_all(self, chunks: Iterable[Any], render: Render = DEFAULT_CHUNK_FORMAT, *, separator: str = "\n\n") -> str:
+        """Render each chunk, declare it (``place``) and return the texts joined by ``separator``:
+        a whole ``format_docs(docs)`` in one line. ``render`` is a format string over
+        ``{position}``, ``{label}`` (the position), ``{id}`` and ``{content}`` (default
+        ``"[{label}] {content}"``), or a function of one chunk returning its text (its label is the
+        one the text opens with). Your function's exceptions are yours and pass through."""
+        return render_joined(chunks, render, separator, self.builder.accessors, self)
+
+    def set_prompt(self, prompt: Any) -> None:
+        """The final prompt the declared fragments are found in: a string, or chat messages (dicts
+        with role/content, LangChain or LlamaIndex message objects, a LangChain prompt value)."""
+        with guard("assembly bookkeeping"):
+            if self._declared is None:
+                self._declared = []
+            self._declared_prompt = as_prompt(prompt)
+
+    def attach(self) -> None:
+        super().attach()
+        self._current_token = _current.set(self)
+
+    def detach(self) -> None:
+        token, self._current_token = self._current_token, None
+        if token is not None:
+            with guard("context detach"):
+                _current.reset(token)
+        super().detach()
 
     def drop(self, chunk: Any, reason: str = names.DROP_FILTERED) -> None:
         """Record that ``chunk`` was left out on purpose, with a reason."""
@@ -103,8 +166,20 @@ class Assemble(Stage):
         return self._record()
 
     def _record(self) -> ContextRecord:
-        """The located chunks for a prompt the user built, else what the builder placed."""
+        """The declared placements, else the located chunks for a prompt the user built, else
+        what the builder placed."""
+        if self._declared is not None:
+            if self.builder._entries:
+                warn_once("place-and-add", "an assembly used both place() and add(); the declared placements are recorded")
+            record = resolve(self._declared, self._declared_prompt, self.builder.tokenizer)
+            record.dropped[:0] = self.builder._dropped  # drop() reasons still count
+            return record
         return self._located if self._located is not None else self.builder.record()
+
+    @property
+    def has_declarations(self) -> bool:
+        """Whether ``place`` or ``set_prompt`` was used (the record is ``declared``)."""
+        return self._declared is not None
 
     def on_close(self) -> None:
         record = self._record()
@@ -158,6 +233,37 @@ class Assemble(Stage):
                 self._oi_value(names.OI_OUTPUT_VALUE, record.prompt)
             else:  # declared JSON, so it must stay valid JSON under every length limit
                 self._oi_value(names.OI_OUTPUT_VALUE, prompt_json(self, gate_messages(record.prompt, self.config.content)), json_value=True)
+
+
+def render_joined(
+    chunks: Iterable[Any], render: Render, separator: str, accessors: Accessors = NO_ACCESSORS, stage: Assemble | None = None
+) -> str:
+    """Each chunk rendered (see ``Assemble.place_all``) and joined; declared on ``stage`` if given.
+    A chunk with no readable content is left out of a format-string rendering (counted unreadable)."""
+    texts: list[str] = []
+    for item in chunks:
+        if callable(render):
+            text = render(item)
+            if stage is not None:
+                stage.place(item, text)
+        else:
+            chunk = call_guarded("assembly bookkeeping", to_chunk, item, 0, accessors)
+            if chunk is None or chunk.content is None:
+                if stage is not None:
+                    stage.builder.unreadable += 1
+                continue
+            position = str(len(texts) + 1)
+            text = fill(render, {"position": position, "label": position, "id": chunk.id, "content": chunk.content})
+            if stage is not None:
+                numbered = "{label}" in render or "{position}" in render
+                stage.place(item, text, label=position if numbered else None)
+        texts.append(text if isinstance(text, str) else str(text))
+    return separator.join(texts)
+
+
+def current() -> Assemble | None:
+    """The assemble stage whose block (or ``@assembler`` function) is running, if any."""
+    return _current.get()
 
 
 def _raise(error: BaseException) -> None:

@@ -64,6 +64,7 @@ class ContextRecord:
     max_tokens: int | None = None
     prompt: Prompt | None = None
     span_id: str | None = None  # hex id of the assemble span, so generations can point at it
+    aliases: dict[str, str] = field(default_factory=dict)  # more labels the model saw (declared duplicates)
 
     @property
     def total_tokens(self) -> int:
@@ -77,6 +78,8 @@ class ContextRecord:
         """Citation key -> chunk id: every label, and every in-context chunk id itself."""
         mapping = {p.chunk_id: p.chunk_id for p in self.placements}
         mapping.update({p.label: p.chunk_id for p in self.placements if p.label})
+        for label, chunk_id in self.aliases.items():
+            mapping.setdefault(label, chunk_id)
         return mapping
 
 

@@ -20,7 +20,15 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
 
 from . import guard
-from .redaction import ContentPolicy, Redactor, check_mode, mode_from_environment
+from .redaction import (
+    ContentPolicy,
+    Redactor,
+    check_mode,
+    check_sample,
+    mode_from_environment,
+    sample_from_environment,
+    sampled_for_content,
+)
 from .tokens import DEFAULT_TOKENIZER, Tokenizer
 
 INSTRUMENTATION_NAME = "ragtrace"
@@ -45,6 +53,7 @@ class Config:
     tracer_provider: trace.TracerProvider | None = None
     meter_provider: metrics.MeterProvider | None = None
     content: ContentPolicy = field(default_factory=ContentPolicy)
+    full_content_sample: float = 0.0  # share of pipelines that get full content instead (at the root)
     openinference: bool = True
     max_documents: int = 10
     max_content_chars: int = 4000
@@ -52,8 +61,8 @@ class Config:
 
 
 def _initial() -> Config:
-    mode = mode_from_environment()
-    return Config(content=ContentPolicy(mode or "full"))
+    mode = mode_from_environment() or "full"
+    return Config(content=ContentPolicy(mode), full_content_sample=sample_from_environment(mode))
 
 
 _config = _initial()
@@ -72,6 +81,7 @@ def configure(
     meter_provider: metrics.MeterProvider | None = None,
     capture_content: str | None = None,
     redactor: Redactor | None = None,
+    full_content_sample: float | None = None,
     openinference: bool = True,
     max_documents: int = 10,
     max_content_chars: int = 4000,
@@ -85,6 +95,9 @@ def configure(
     unless the application already has one, in which case it stays private to ragtrace.
     ``tracer_provider=`` uses a provider you built instead (never combined with ``exporter``).
     ``capture_content`` is ``"full"``, ``"redact"`` or ``"hash"`` (default: environment, then full).
+    ``full_content_sample`` (0 to 1): that share of pipelines records full content instead, decided
+    once per pipeline at its root from its trace id (e.g. ``capture_content="redact",
+    full_content_sample=0.05``); a pipeline's own ``capture_content=`` wins.
     ``batch`` picks the span processor (default: batch, except for the console exporter).
 
     Returns the TracerProvider ragtrace will use (``None`` means the global one). Invalid arguments
@@ -109,6 +122,7 @@ def configure(
     if tokenizer is not None and not isinstance(tokenizer, Tokenizer):
         raise TypeError("tokenizer must have count(text) and truncate(text, max_tokens) methods")
     mode = check_mode(capture_content) if capture_content is not None else (mode_from_environment() or "full")
+    sample = check_sample(full_content_sample, mode) if full_content_sample is not None else sample_from_environment(mode)
 
     provider = tracer_provider
     if exporter is not None:
@@ -125,6 +139,7 @@ def configure(
             tracer_provider=provider,
             meter_provider=meter_provider,
             content=ContentPolicy(mode, redactor),
+            full_content_sample=sample,
             openinference=openinference,
             max_documents=max_documents,
             max_content_chars=max_content_chars,
@@ -150,11 +165,23 @@ def reset() -> None:
 
 
 def with_content(config: Config, mode: str | None, redactor: Redactor | None) -> Config:
-    """A per-pipeline override of the content policy."""
+    """A per-pipeline override of the content policy; a mode given here ends any sampling."""
     if mode is None and redactor is None:
         return config
     policy = ContentPolicy(check_mode(mode) if mode is not None else config.content.mode, redactor or config.content.redactor)
-    return replace(config, content=policy)
+    return replace(config, content=policy, full_content_sample=0.0 if mode is not None else config.full_content_sample)
+
+
+def content_decided(config: Config, trace_id: int | None) -> Config:
+    """The content sample decided for one pipeline from its trace id (None: untraced, not drawn).
+
+    Deterministic, so a judge in another process takes the same decision from the same id.
+    """
+    share = config.full_content_sample
+    if not share:
+        return config
+    drawn = trace_id is not None and sampled_for_content(trace_id, share)
+    return replace(config, content=ContentPolicy("full", config.content.redactor) if drawn else config.content, full_content_sample=0.0)
 
 
 def _exporter(exporter: str | SpanExporter) -> tuple[SpanExporter, bool]:

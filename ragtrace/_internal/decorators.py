@@ -19,6 +19,7 @@ from . import config as config_module
 from . import names, state as state_module
 from .chunks import make_accessors
 from .guard import call_guarded, guard
+from .passthrough import record_as_consumed
 from .assemble_stage import Assemble
 from .generation import Generate
 from .retrieval import Embed, Rerank, Retrieve
@@ -33,7 +34,9 @@ _DOCUMENT_KEYS = ("documents", "docs", "chunks", "hits", "candidates", "nodes", 
 _PROMPT_KEYS = ("prompt", "messages")
 
 
-def _decorate(func: Any, make: MakeStage, on_result: OnResult, provider: trace.TracerProvider | None) -> Any:
+def _decorate(func: Any, make: MakeStage, on_result: OnResult, provider: trace.TracerProvider | None, *, results_stream: bool = False) -> Any:
+    """``results_stream``: the stage records the items of what the function returns, so a returned
+    one-shot iterator is recorded as the application consumes it (``passthrough``), never read here."""
     target = getattr(func, "__func__", func)
     if inspect.isasyncgenfunction(target):
         run = _run_async_generator
@@ -42,13 +45,26 @@ def _decorate(func: Any, make: MakeStage, on_result: OnResult, provider: trace.T
     elif inspect.iscoroutinefunction(target):
         run = _run_async
     else:
-        run = _run_sync
+        run = None  # sync: run inline below, so a traced recursive call costs one frame less
 
     @wrapt.decorator
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if state_module.current() is None and not config_module.telemetry_on(provider):
             return wrapped(*args, **kwargs)
-        return run(wrapped, args, kwargs, make, on_result)
+        if run is not None:
+            return run(wrapped, args, kwargs, make, on_result, results_stream)
+        stage = _new_stage(make, args, kwargs)
+        if stage is None:
+            return wrapped(*args, **kwargs)
+        stage.attach()
+        try:
+            result = wrapped(*args, **kwargs)
+        except BaseException as error:
+            stage.detach()
+            stage.close(error)
+            raise
+        stage.detach()
+        return _returned(stage, on_result, args, kwargs, result, results_stream)
 
     return wrapper(func)
 
@@ -66,23 +82,24 @@ def _finish(stage: Stage, on_result: OnResult, args: tuple[Any, ...], kwargs: di
     stage.close()
 
 
-def _run_sync(wrapped: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], make: MakeStage, on_result: OnResult) -> Any:
-    stage = _new_stage(make, args, kwargs)
-    if stage is None:
-        return wrapped(*args, **kwargs)
-    stage.attach()
-    try:
-        result = wrapped(*args, **kwargs)
-    except BaseException as error:
-        stage.detach()
-        stage.close(error)
-        raise
-    stage.detach()
+def _returned(stage: Stage, on_result: OnResult, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any, results_stream: bool) -> Any:
+    """What a sync or async call returned, recorded now, or as it is consumed if it is an iterator."""
+    if results_stream:
+
+        def consumed(items: list[Any] | None, error: BaseException | None) -> None:
+            if items is None or error is not None:
+                stage.close(error)  # nothing passed through ragtrace: no result rather than a false empty one
+            else:
+                _finish(stage, on_result, args, kwargs, items, True)
+
+        proxy = call_guarded("stream passthrough", record_as_consumed, result, stage, consumed)
+        if proxy is not None:
+            return proxy
     _finish(stage, on_result, args, kwargs, result, False)
     return result
 
 
-async def _run_async(wrapped: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], make: MakeStage, on_result: OnResult) -> Any:
+async def _run_async(wrapped: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], make: MakeStage, on_result: OnResult, results_stream: bool) -> Any:
     stage = _new_stage(make, args, kwargs)
     if stage is None:
         return await wrapped(*args, **kwargs)
@@ -94,11 +111,10 @@ async def _run_async(wrapped: Callable[..., Any], args: tuple[Any, ...], kwargs:
         stage.close(error)
         raise
     stage.detach()
-    _finish(stage, on_result, args, kwargs, result, False)
-    return result
+    return _returned(stage, on_result, args, kwargs, result, results_stream)
 
 
-def _run_generator(wrapped: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], make: MakeStage, on_result: OnResult) -> Generator[Any, Any, Any]:
+def _run_generator(wrapped: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], make: MakeStage, on_result: OnResult, results_stream: bool) -> Generator[Any, Any, Any]:
     stage = _new_stage(make, args, kwargs)
     if stage is None:
         return (yield from wrapped(*args, **kwargs))
@@ -130,6 +146,7 @@ def _run_generator(wrapped: Callable[..., Any], args: tuple[Any, ...], kwargs: d
             stage.close(error)
             raise
         stage.detach()
+        stage.item_arrived()
         items.append(item)
         try:
             to_send = yield item
@@ -145,7 +162,7 @@ def _run_generator(wrapped: Callable[..., Any], args: tuple[Any, ...], kwargs: d
             to_throw = error
 
 
-async def _run_async_generator(wrapped: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], make: MakeStage, on_result: OnResult) -> AsyncGenerator[Any, Any]:
+async def _run_async_generator(wrapped: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], make: MakeStage, on_result: OnResult, results_stream: bool) -> AsyncGenerator[Any, Any]:
     stage = _new_stage(make, args, kwargs)
     inner = None
     items: list[Any] = []
@@ -183,6 +200,7 @@ async def _run_async_generator(wrapped: Callable[..., Any], args: tuple[Any, ...
             raise
         if stage is not None:
             stage.detach()
+            stage.item_arrived()
             items.append(item)
         try:
             to_send = yield item
@@ -253,7 +271,7 @@ def retriever(
     def result(stage: Any, args: tuple[Any, ...], kwargs: dict[str, Any], value: Any, streamed: bool) -> None:
         stage.record(value)
 
-    return _bare_or_configured(func, lambda f: _decorate(f, make, result, tracer_provider))
+    return _bare_or_configured(func, lambda f: _decorate(f, make, result, tracer_provider, results_stream=True))
 
 
 def reranker(
@@ -278,7 +296,7 @@ def reranker(
     def result(stage: Any, args: tuple[Any, ...], kwargs: dict[str, Any], value: Any, streamed: bool) -> None:
         stage.record(value, candidates=_first(args, kwargs, _DOCUMENT_KEYS, _is_documents))
 
-    return _bare_or_configured(func, lambda f: _decorate(f, make, result, tracer_provider))
+    return _bare_or_configured(func, lambda f: _decorate(f, make, result, tracer_provider, results_stream=True))
 
 
 def embedder(
@@ -307,10 +325,12 @@ def assembler(
     content_of: Callable[[Any], Any] | None = None,
     tracer_provider: trace.TracerProvider | None = None,
 ) -> Any:
-    """Trace a prompt builder you wrote: its chunks are located in the prompt it returns.
+    """Trace a prompt builder you wrote.
 
-    The result is marked ``rag.context.inclusion_method = "located"``: found by search at assembly
-    time, not recorded as placed. Use ``ragtrace.assemble`` for exact inclusion.
+    Inside it, declare what you render with ``ragtrace.place(chunk, text)`` or
+    ``ragtrace.place_all(chunks, render)``: the prompt it returns is then the declared prompt
+    (``rag.context.inclusion_method = "declared"``, exact). Without declarations, the chunks
+    argument is searched for in the returned prompt (``located``: a search can miss or misplace).
     """
     accessors = make_accessors(id_of, content_of)
 
@@ -319,7 +339,10 @@ def assembler(
 
     def result(stage: Any, args: tuple[Any, ...], kwargs: dict[str, Any], value: Any, streamed: bool) -> None:
         prompt = "".join(v for v in value if isinstance(v, str)) if streamed else value
-        stage.observe(_first(args, kwargs, _DOCUMENT_KEYS, _is_documents), prompt)
+        if stage.has_declarations:
+            stage.set_prompt(prompt)
+        else:
+            stage.observe(_first(args, kwargs, _DOCUMENT_KEYS, _is_documents), prompt)
 
     return _bare_or_configured(func, lambda f: _decorate(f, make, result, tracer_provider))
 
@@ -356,7 +379,7 @@ def generator(
         else:
             stage.record(value)
 
-    return _bare_or_configured(func, lambda f: _decorate(f, make, result, tracer_provider))
+    return _bare_or_configured(func, lambda f: _decorate(f, make, result, tracer_provider, results_stream=True))
 
 
 def pipeline_decorator(func: _F, name: str, options: dict[str, Any]) -> _F:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from opentelemetry.trace import SpanKind
 
 from . import figures as figures_module
-from . import names
+from . import names, otel_metrics
 from .assembly import ContextRecord
 from .citations import CitationPattern, CitationResult, parse_citations
 from .guard import call_guarded, guard, warn_once
@@ -49,6 +50,9 @@ class Generate(Stage):
         self.citations: CitationResult | None = None
         self.metrics: dict[str, Any] = {}
         self._usage: dict[str, Any] = {}
+        self.time_to_first_chunk: float | None = None  # seconds from the span's start
+        self._last_chunk = 0.0
+        self._chunk_gaps: list[float] = []  # seconds between consecutive chunks, after the first
 
     def start_attributes(self) -> dict[str, Any]:
         temperature = self.temperature if isinstance(self.temperature, (int, float)) and not isinstance(self.temperature, bool) else None
@@ -91,7 +95,25 @@ class Generate(Stage):
                     self._usage[key] = value
 
     def add_piece(self, piece: Any) -> None:
-        """One streamed piece (a string or an OpenAI-style chunk); pieces are joined at the end."""
+        """One streamed piece (a string or an OpenAI-style chunk), as it arrives: timed, and
+        joined with the others at the end. Integrations that see the stream call this per chunk."""
+        self.item_arrived()
+        self._collect(piece)
+
+    def item_arrived(self) -> None:
+        """Time one chunk of a stream: the first gives the time to first chunk, the rest the
+        gaps between chunks. Two clock reads' worth of work; the metrics are recorded at close."""
+        if not self._started:  # never opened: there is no start to measure from
+            return
+        now = time.perf_counter()
+        if self.time_to_first_chunk is None:
+            self.time_to_first_chunk = now - self._started
+            self._usage["stream"] = True
+        else:
+            self._chunk_gaps.append(now - self._last_chunk)
+        self._last_chunk = now
+
+    def _collect(self, piece: Any) -> None:
         with guard("generation record"):
             text = _piece_text(piece)
             if text:
@@ -102,10 +124,11 @@ class Generate(Stage):
                 self._usage.update({k: v for k, v in _chunk_metadata(piece).items() if v is not None})
 
     def stream_done(self, pieces: Iterable[Any]) -> None:
-        """A whole stream that was already consumed (the generator decorator's collected pieces)."""
+        """A whole stream that was already consumed and timed with ``item_arrived`` (the generator
+        decorator's collected pieces)."""
         self._usage["stream"] = True
         for piece in pieces:
-            self.add_piece(piece)
+            self._collect(piece)
 
     def stream(self, pieces: Iterable[Any]) -> Iterator[Any]:
         """Pass a stream through unchanged while collecting its text."""
@@ -145,6 +168,13 @@ class Generate(Stage):
                 set_figures(self, result)
         self._attributes(context)
 
+    def record_stage_metrics(self, found: otel_metrics.Instruments, labels: dict[str, Any]) -> None:
+        if self.time_to_first_chunk is not None:
+            found.time_to_first_chunk.record(self.time_to_first_chunk, labels)
+            record = found.time_per_output_chunk.record
+            for gap in self._chunk_gaps:
+                record(gap, labels)
+
     def _context(self) -> ContextRecord | None:
         given = self.context
         if isinstance(given, Assemble):
@@ -168,6 +198,7 @@ class Generate(Stage):
                 names.GEN_AI_RESPONSE_ID: as_text(usage.get("response_id")),
                 names.GEN_AI_RESPONSE_FINISH_REASONS: usage.get("finish_reasons"),
                 names.GEN_AI_REQUEST_STREAM: usage.get("stream"),
+                names.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: self.time_to_first_chunk,
             }
         )
         if self.config.openinference:

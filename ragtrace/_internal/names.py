@@ -25,6 +25,7 @@ STAGE_RETRIEVE: Final = "retrieve"
 STAGE_RERANK: Final = "rerank"
 STAGE_ASSEMBLE: Final = "assemble"
 STAGE_GENERATE: Final = "generate"
+STAGE_EVALUATION: Final = "evaluation"  # a score of a run (record_score); not a step of the pipeline
 
 # gen_ai.operation.name values. "rerank" is a custom value (no OTel rerank operation exists yet).
 OP_WORKFLOW: Final = "invoke_workflow"
@@ -34,6 +35,7 @@ OP_RERANK: Final = "rerank"
 OP_CHAT: Final = "chat"
 # The assemble span has no GenAI operation; this is its span name.
 ASSEMBLE_SPAN_NAME: Final = "assemble_context"
+EVALUATION_SPAN_NAME: Final = "evaluation"  # "evaluation {score name}"
 
 # --- OpenTelemetry general / GenAI ------------------------------------------------------------
 ERROR_TYPE: Final = "error.type"
@@ -46,6 +48,7 @@ GEN_AI_RESPONSE_FINISH_REASONS: Final = "gen_ai.response.finish_reasons"
 GEN_AI_REQUEST_TEMPERATURE: Final = "gen_ai.request.temperature"
 GEN_AI_REQUEST_MAX_TOKENS: Final = "gen_ai.request.max_tokens"
 GEN_AI_REQUEST_STREAM: Final = "gen_ai.request.stream"
+GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: Final = "gen_ai.response.time_to_first_chunk"
 GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
 GEN_AI_WORKFLOW_NAME: Final = "gen_ai.workflow.name"
 GEN_AI_DATA_SOURCE_ID: Final = "gen_ai.data_source.id"
@@ -63,6 +66,12 @@ GEN_AI_EVALUATION_RESULT: Final = "gen_ai.evaluation.result"
 GEN_AI_EVALUATION_NAME: Final = "gen_ai.evaluation.name"
 GEN_AI_EVALUATION_SCORE_VALUE: Final = "gen_ai.evaluation.score.value"
 GEN_AI_EVALUATION_SCORE_LABEL: Final = "gen_ai.evaluation.score.label"
+GEN_AI_EVALUATION_EXPLANATION: Final = "gen_ai.evaluation.explanation"
+# record_score: who scored, on the same event (OpenInference's annotator kind, in lower case)
+RAG_EVALUATION_SCORER: Final = "rag.evaluation.scorer"
+SCORER_LLM: Final = "llm"
+SCORER_HUMAN: Final = "human"
+SCORER_CODE: Final = "code"
 
 # --- ragtrace: common -------------------------------------------------------------------------
 RAG_STAGE: Final = "rag.stage"
@@ -70,6 +79,8 @@ RAG_PIPELINE_ATTRIBUTE_PREFIX: Final = "rag.pipeline."  # rag_pipeline(name, ver
 RAG_QUERY_ID: Final = "rag.query.id"
 RAG_QUERY_HASH: Final = "rag.query.hash"
 RAG_CONTENT_MODE: Final = "rag.content_mode"
+RAG_CONTENT_SAMPLED: Final = "rag.content_sampled"
+RAG_CONTENT_SAMPLE_SHARE: Final = "rag.content_sample_share"
 RAG_UNREADABLE_ITEMS: Final = "rag.unreadable_items"
 
 # --- ragtrace: retrieval ----------------------------------------------------------------------
@@ -108,6 +119,7 @@ RAG_CONTEXT_CONTENT_HASHES: Final = "rag.context.content_hashes"
 
 INCLUSION_RECORDED: Final = "recorded"
 INCLUSION_LOCATED: Final = "located"
+INCLUSION_DECLARED: Final = "declared"  # the app declared each chunk's rendered text (Assemble.place)
 
 DROP_OVER_BUDGET: Final = "over_budget"
 DROP_DUPLICATE: Final = "duplicate"
@@ -116,11 +128,14 @@ DROP_RERANKED_OUT: Final = "reranked_out"
 DROP_NOT_ADDED: Final = "not_added"  # retrieved, but never offered to the assembly
 DROP_NOT_FOUND: Final = "not_found"  # "located" assembly: the chunk text was not found in the prompt
 DROP_NOT_RENDERED: Final = "not_rendered"  # added after the prompt was last rendered
+DROP_NOT_IN_PROMPT: Final = "not_in_prompt"  # "declared" assembly: the declared text is not in the final prompt
 
 # --- ragtrace: generation and citations -------------------------------------------------------
 RAG_GENERATION_ROLE: Final = "rag.generation.role"
 RAG_GENERATION_CONTEXT_SPAN_ID: Final = "rag.generation.context_span_id"
 ROLE_ANSWER: Final = "answer"
+ROLE_REWRITE: Final = "rewrite"  # an LLM call that shapes the query (condense, rewrite, multi-query), not the answer
+RAG_ROLE_METADATA_KEY: Final = "ragtrace_role"  # LangChain run metadata that sets a generation's role
 RAG_CITATION_IDS: Final = "rag.citation.ids"
 RAG_CITATION_VALID_COUNT: Final = "rag.citation.valid_count"
 RAG_CITATION_INVALID_COUNT: Final = "rag.citation.invalid_count"
@@ -178,7 +193,12 @@ METRIC_CONTEXT_TOKENS: Final = "rag.context.tokens"
 METRIC_RECALL_PROXY_HISTOGRAM: Final = "rag.recall_proxy"
 METRIC_CONTEXT_PRECISION_HISTOGRAM: Final = "rag.context_precision"
 METRIC_EMPTY_RETRIEVALS: Final = "rag.retrieval.empty"
+# streaming generations (the v1.41 names, which backends read today; see module docstring)
+METRIC_TIME_TO_FIRST_CHUNK: Final = "gen_ai.client.operation.time_to_first_chunk"
+METRIC_TIME_PER_OUTPUT_CHUNK: Final = "gen_ai.client.operation.time_per_output_chunk"
 RAG_PIPELINE_VERSION: Final = "rag.pipeline.version"
+RAG_PIPELINE_ROUTE: Final = "rag.pipeline.route"
+METRIC_SCORE_PREFIX: Final = "rag.eval."  # record_score's histograms: rag.eval.<score name>
 
 # --- OpenInference ----------------------------------------------------------------------------
 OI_SPAN_KIND: Final = "openinference.span.kind"
@@ -188,6 +208,7 @@ OI_KIND_RETRIEVER: Final = "RETRIEVER"
 OI_KIND_RERANKER: Final = "RERANKER"
 OI_KIND_PROMPT: Final = "PROMPT"
 OI_KIND_LLM: Final = "LLM"
+OI_KIND_EVALUATOR: Final = "EVALUATOR"
 OI_INPUT_VALUE: Final = "input.value"
 OI_INPUT_MIME_TYPE: Final = "input.mime_type"
 OI_OUTPUT_VALUE: Final = "output.value"
@@ -283,6 +304,7 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(GEN_AI_REQUEST_TEMPERATURE, "double", "generate", False, "Sampling temperature, when given."),
     AttributeInfo(GEN_AI_REQUEST_MAX_TOKENS, "int", "generate", False, "Output token cap, when given."),
     AttributeInfo(GEN_AI_REQUEST_STREAM, "boolean", "generate", False, "True when the output was streamed."),
+    AttributeInfo(GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, "double", "generate", False, "Streams: seconds from the call to the first chunk."),
     AttributeInfo(GEN_AI_WORKFLOW_NAME, "string", "pipeline", False, "The rag_pipeline name."),
     AttributeInfo(GEN_AI_DATA_SOURCE_ID, "string", "retrieve", False, "Data source (index, collection) searched."),
     AttributeInfo(GEN_AI_RETRIEVAL_TOP_K, "int", "retrieve", False, "How many documents the retriever was asked for."),
@@ -294,11 +316,13 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(GEN_AI_INPUT_MESSAGES, "string (JSON)", "generate", True, "Prompt as GenAI input messages."),
     AttributeInfo(GEN_AI_OUTPUT_MESSAGES, "string (JSON)", "generate", True, "Completion as GenAI output messages."),
     AttributeInfo(ERROR_TYPE, "string", _ALL, False, "Exception type name when the stage failed."),
-    AttributeInfo(RAG_STAGE, "string", _ALL, False, "pipeline, embed, retrieve, rerank, assemble or generate."),
+    AttributeInfo(RAG_STAGE, "string", _ALL, False, "pipeline, embed, retrieve, rerank, assemble, generate; evaluation on a record_score span."),
     AttributeInfo(RAG_PIPELINE_ATTRIBUTE_PREFIX + "<key>", "any primitive", "pipeline", False, "Extra keyword arguments of rag_pipeline (version, route...)."),
     AttributeInfo(RAG_QUERY_ID, "string", "pipeline", False, "Caller-supplied query id, for golden-set eval."),
     AttributeInfo(RAG_QUERY_HASH, "string", "pipeline", False, "sha256 prefix of the normalised query: joins golden sets under redaction."),
     AttributeInfo(RAG_CONTENT_MODE, "string", "pipeline", False, "Content policy in force: full, redact or hash."),
+    AttributeInfo(RAG_CONTENT_SAMPLED, "boolean", "pipeline", False, "With full_content_sample: whether this pipeline was drawn for full content."),
+    AttributeInfo(RAG_CONTENT_SAMPLE_SHARE, "double", "pipeline", False, "With full_content_sample: the share of pipelines drawn for full content."),
     AttributeInfo(RAG_UNREADABLE_ITEMS, "int", "retrieve, rerank, assemble", False, "Result items ragtrace could not understand (skipped, warned)."),
     AttributeInfo(RAG_RETRIEVAL_CHUNK_IDS, "string[]", "retrieve", False, "Chunk ids in rank order."),
     AttributeInfo(RAG_RETRIEVAL_SCORES, "double[]", "retrieve", False, "Scores aligned with chunk_ids (NaN when absent)."),
@@ -313,7 +337,7 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(RAG_RERANK_INPUT_IDS, "string[]", "rerank", False, "Candidate ids."),
     AttributeInfo(RAG_RERANK_OUTPUT_IDS, "string[]", "rerank", False, "Kept ids in new order."),
     AttributeInfo(RAG_RERANK_OUTPUT_SCORES, "double[]", "rerank", False, "Rerank scores aligned with output_ids."),
-    AttributeInfo(RAG_CONTEXT_INCLUSION_METHOD, "string", "assemble", False, "recorded (ragtrace placed the chunks) or located (found in a user-built prompt)."),
+    AttributeInfo(RAG_CONTEXT_INCLUSION_METHOD, "string", "assemble", False, "recorded (ragtrace placed the chunks), declared (the app declared each chunk's rendered text, found in order in the prompt) or located (chunk text searched for in a user-built prompt)."),
     AttributeInfo(RAG_CONTEXT_CHUNK_IDS, "string[]", "assemble", False, "In-context chunk ids in prompt order."),
     AttributeInfo(RAG_CONTEXT_POSITIONS, "int[]", "assemble", False, "1-based prompt positions aligned with chunk_ids."),
     AttributeInfo(RAG_CONTEXT_LABELS, "string[]", "assemble", False, "Label the model sees for each chunk, e.g. [1]."),
@@ -326,7 +350,7 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(RAG_CONTEXT_TOTAL_TOKENS, "int", "assemble", False, "Context tokens placed."),
     AttributeInfo(RAG_CONTEXT_MAX_TOKENS, "int", "assemble", False, "The token budget."),
     AttributeInfo(RAG_CONTEXT_DROPPED_IDS, "string[]", "assemble", False, "Chunks that did not land."),
-    AttributeInfo(RAG_CONTEXT_DROPPED_REASONS, "string[]", "assemble", False, "over_budget, duplicate, filtered, reranked_out, not_added, not_found, not_rendered or a user reason."),
+    AttributeInfo(RAG_CONTEXT_DROPPED_REASONS, "string[]", "assemble", False, "over_budget, duplicate, filtered, reranked_out, not_added, not_found, not_rendered, not_in_prompt or a user reason."),
     AttributeInfo(RAG_CONTEXT_CONTENT_HASHES, "string[]", "assemble", False, "hash mode only: content hash per placed chunk."),
     AttributeInfo(RAG_GENERATION_ROLE, "string", "generate", False, "answer, or another role (rewrite, grader...) left out of the figures."),
     AttributeInfo(RAG_GENERATION_CONTEXT_SPAN_ID, "string", "generate", False, "Span id (hex) of the assemble span whose context this generation was scored against."),
@@ -348,7 +372,7 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(metric_attribute(METRIC_WASTED_CONTEXT_TOKENS), "int", "pipeline, generate", False, "Tokens of in-context chunks never cited."),
     AttributeInfo(metric_attribute(METRIC_DUPLICATE_CHUNKS), "int", "pipeline, generate", False, "Same id twice or same content under two ids."),
     AttributeInfo(metric_attribute(METRIC_CITED_POSITIONS), "int[]", "pipeline, generate", False, "Prompt positions of cited chunks (lost-in-the-middle signal)."),
-    AttributeInfo(OI_SPAN_KIND, "string", _ALL, False, "CHAIN, EMBEDDING, RETRIEVER, RERANKER, PROMPT or LLM."),
+    AttributeInfo(OI_SPAN_KIND, "string", _ALL, False, "CHAIN, EMBEDDING, RETRIEVER, RERANKER, PROMPT, LLM; EVALUATOR on a record_score span."),
     AttributeInfo(OI_INPUT_VALUE, "string", _ALL, True, "Stage input (query, prompt)."),
     AttributeInfo(OI_INPUT_MIME_TYPE, "string", _ALL, True, "text/plain or application/json; set only with input.value."),
     AttributeInfo(OI_OUTPUT_VALUE, "string", _ALL, True, "Stage output (answer, prompt)."),
@@ -369,4 +393,32 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(OI_RERANKER_MODEL_NAME, "string", "rerank", False, "Rerank model."),
     AttributeInfo(OI_RERANKER_TOP_K, "int", "rerank", False, "Rerank top_n."),
     AttributeInfo(OI_TRACE_EVALUATIONS + ".{i}.evaluation.{name,score,label,annotator_kind}", "string, double", "pipeline", False, "The per-trace proxies for OpenInference tools."),
+    # the gen_ai.evaluation.result event of a record_score span ("evaluation {name}", a child of the root)
+    AttributeInfo(GEN_AI_EVALUATION_NAME, "string", "evaluation (event)", False, "The score's name, e.g. groundedness (also ragtrace.<proxy> on the root's events)."),
+    AttributeInfo(GEN_AI_EVALUATION_SCORE_VALUE, "double", "evaluation (event)", False, "The score."),
+    AttributeInfo(GEN_AI_EVALUATION_SCORE_LABEL, "string", "evaluation (event)", False, "The score's label, when given (pass, fail...)."),
+    AttributeInfo(GEN_AI_EVALUATION_EXPLANATION, "string", "evaluation (event)", True, "The judge's explanation."),
+    AttributeInfo(RAG_EVALUATION_SCORER, "string", "evaluation (event)", False, "Who scored: llm, human or code."),
+)
+
+
+class MetricInfo(NamedTuple):
+    """One row of the metric reference (docs/attributes.md, after the attributes)."""
+
+    name: str
+    instrument: str
+    unit: str
+    description: str
+
+
+METRICS: Final[tuple[MetricInfo, ...]] = (
+    MetricInfo(METRIC_OPERATION_DURATION, "histogram", "s", "Duration of each stage (rag.stage) and pipeline."),
+    MetricInfo(METRIC_RETRIEVAL_TOP_SCORE, "histogram", "1", "Score of the top-ranked retrieved chunk."),
+    MetricInfo(METRIC_CONTEXT_TOKENS, "histogram", "{token}", "Context tokens placed in the prompt."),
+    MetricInfo(METRIC_RECALL_PROXY_HISTOGRAM, "histogram", "1", "Cited-chunk recall proxy per pipeline."),
+    MetricInfo(METRIC_CONTEXT_PRECISION_HISTOGRAM, "histogram", "1", "Context precision per pipeline."),
+    MetricInfo(METRIC_EMPTY_RETRIEVALS, "counter", "{retrieval}", "Retrievals that returned nothing."),
+    MetricInfo(METRIC_TIME_TO_FIRST_CHUNK, "histogram", "s", "Streamed generations: from the generate span's start to the first chunk."),
+    MetricInfo(METRIC_TIME_PER_OUTPUT_CHUNK, "histogram", "s", "Streamed generations: one value per chunk after the first, the time since the previous chunk."),
+    MetricInfo(METRIC_SCORE_PREFIX + "<name>", "histogram", "1", "record_score: the judge scores of that name."),
 )

@@ -70,7 +70,8 @@ class RagPipeline(Stage):
         attributes: dict[str, Any] = {
             names.GEN_AI_WORKFLOW_NAME: self.name,
             names.RAG_QUERY_ID: as_text(self.query_id),
-            names.RAG_CONTENT_MODE: self.config.content.mode,
+            # with a content sample in force the mode is decided once the trace id exists (find_state)
+            names.RAG_CONTENT_MODE: None if self.config.full_content_sample else self.config.content.mode,
         }
         for key, value in self.attributes.items():
             if isinstance(value, (str, bool, float)) or (isinstance(value, int) and -(2**63) <= value < 2**63):  # OTLP ints are int64
@@ -78,12 +79,32 @@ class RagPipeline(Stage):
         return attributes
 
     def find_state(self) -> state_module.PipelineState:
+        if self.config.full_content_sample:
+            self._decide_content()
         state = state_module.PipelineState(self.config)
         version = self.attributes.get("version")
         state.labels = {names.GEN_AI_WORKFLOW_NAME: self.name}
         if isinstance(version, (str, int)):
             state.labels[names.RAG_PIPELINE_VERSION] = version
+        route = self.attributes.get("route")
+        if isinstance(route, str):
+            state.labels[names.RAG_PIPELINE_ROUTE] = route
         return state
+
+    def _decide_content(self) -> None:
+        """The sampled content mode, decided once for the whole pipeline and recorded on its root.
+
+        An untraced pipeline (no valid trace id) keeps the configured mode: fail closed.
+        """
+        share = self.config.full_content_sample
+        context = self.span.get_span_context()
+        self.config = config_module.content_decided(self.config, context.trace_id if context.is_valid else None)
+        policy = self.config.content
+        if self.attrs is not None:
+            self.attrs.policy = policy
+            self.attrs.essential(names.RAG_CONTENT_MODE, policy.mode)
+            self.attrs.essential(names.RAG_CONTENT_SAMPLED, policy.captures)  # the configured mode is never full
+            self.attrs.essential(names.RAG_CONTENT_SAMPLE_SHARE, share)
 
     def record_stage_metrics(self, found: otel_metrics.Instruments, labels: dict[str, Any]) -> None:
         if names.METRIC_RECALL_PROXY in self.metrics:
@@ -132,6 +153,12 @@ class RagPipeline(Stage):
         """The pipeline's trace id (32 hex digits), to find it in a backend; None when not traced."""
         context = self.span.get_span_context()
         return format(context.trace_id, "032x") if context.is_valid else None
+
+    @property
+    def span_id(self) -> str | None:
+        """The root span's id (16 hex digits): with ``trace_id``, what ``record_score`` needs elsewhere."""
+        context = self.span.get_span_context()
+        return format(context.span_id, "016x") if context.is_valid else None
 
     def record(self, output: Any) -> None:
         """The pipeline's final output, when it isn't a recorded answer generation."""

@@ -7,6 +7,7 @@ when an attribute or event is built, so redacted text never reaches the OpenTele
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,14 +21,26 @@ Redactor = Callable[[str], str]
 
 ENV_RAGTRACE: Final = "RAGTRACE_CAPTURE_CONTENT"
 ENV_OTEL: Final = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
-# The OTel GenAI variable's values, mapped onto ragtrace's modes.
-_OTEL_VALUES: Final = {
-    "no_content": "redact",
-    "false": "redact",
+ENV_SAMPLE: Final = "RAGTRACE_FULL_CONTENT_SAMPLE"
+# What either variable may say, mapped onto ragtrace's modes: the modes themselves, the OTel GenAI
+# variable's standard values, and the usual words for on and off. Anything else means "redact".
+ENVIRONMENT_ALIASES: Final = {
+    **{mode: mode for mode in MODES},
+    "hashed": "hash",
     "span_only": "full",
     "span_and_event": "full",
-    "event_only": "redact",  # ragtrace records no content events, so nothing may go on spans
     "true": "full",
+    "on": "full",
+    "yes": "full",
+    "1": "full",
+    "no_content": "redact",
+    "event_only": "redact",  # ragtrace records no content events, so nothing may go on spans
+    "false": "redact",
+    "off": "redact",
+    "no": "redact",
+    "0": "redact",
+    "none": "redact",
+    "redacted": "redact",
 }
 
 
@@ -44,21 +57,56 @@ def check_mode(mode: object, *, where: str = "capture_content") -> ContentMode:
 def mode_from_environment() -> ContentMode | None:
     """``RAGTRACE_CAPTURE_CONTENT`` first, then the standard OTel GenAI variable.
 
-    An unknown value is logged and ignored, never raised on: the environment is not a call site.
+    An unknown value fails closed: it means ``"redact"``, with a warning, whatever the other
+    variable says. It is never raised on: the environment is not a call site.
     """
-    raw = os.environ.get(ENV_RAGTRACE)
-    if raw:
-        value = raw.strip().lower()
-        if value in MODES:
-            return value  # type: ignore[return-value]
-        guard.logger.warning("ragtrace: ignoring %s=%r (expected one of %s)", ENV_RAGTRACE, raw, MODES)
-    raw = os.environ.get(ENV_OTEL)
-    if raw:
-        mapped = _OTEL_VALUES.get(raw.strip().lower())
-        if mapped:
+    for variable in (ENV_RAGTRACE, ENV_OTEL):
+        raw = os.environ.get(variable)
+        if raw:
+            mapped = ENVIRONMENT_ALIASES.get(raw.strip().lower())
+            if mapped is None:
+                guard.logger.warning(
+                    "ragtrace: %s=%r is not a content mode ragtrace knows; recording no content ('redact'). "
+                    "Use full, redact or hash (docs/redaction.md lists the aliases)",
+                    variable,
+                    raw,
+                )
+                return "redact"
             return mapped  # type: ignore[return-value]
-        guard.logger.warning("ragtrace: ignoring %s=%r", ENV_OTEL, raw)
     return None
+
+
+def check_sample(share: object, mode: str, *, where: str = "full_content_sample") -> float:
+    """Validate the share of pipelines given full content; it needs a mode that isn't full."""
+    if isinstance(share, bool) or not isinstance(share, (int, float)):
+        raise TypeError(f"{where} must be a number between 0 and 1, got {type(share).__name__}")
+    if not 0.0 <= share <= 1.0:  # NaN fails this too
+        raise ValueError(f"{where} must be between 0 and 1, got {share!r}")
+    if share and mode == "full":
+        raise ValueError(f"{where} samples full content out of 'redact' or 'hash'; capture_content is already 'full'")
+    return float(share)
+
+
+def sample_from_environment(mode: str) -> float:
+    """``RAGTRACE_FULL_CONTENT_SAMPLE``; an unusable value is logged and counts as 0 (fail closed)."""
+    raw = os.environ.get(ENV_SAMPLE)
+    if not raw:
+        return 0.0
+    try:
+        return check_sample(float(raw), mode, where=ENV_SAMPLE)
+    except (TypeError, ValueError) as error:
+        guard.logger.warning("ragtrace: ignoring %s=%r (%s); no pipeline gets full content from it", ENV_SAMPLE, raw, error)
+        return 0.0
+
+
+def sampled_for_content(trace_id: int, share: float) -> bool:
+    """Whether the pipeline of ``trace_id`` is in the full-content sample.
+
+    A hash of the trace id, not its raw bits: the decision is the same in every process that
+    knows the trace id, and independent of trace-id ratio samplers (which read the raw low bits).
+    """
+    digest = hashlib.blake2b(trace_id.to_bytes(16, "big"), digest_size=8, person=b"ragtrace-sample").digest()
+    return int.from_bytes(digest, "big") < share * 2**64
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """The ``ragtrace`` command: ``ragtrace report PATH...`` and ``ragtrace eval --golden FILE PATH...``.
 
 Exit codes: 0 success; 1 a ``--fail-under`` bar was missed; 2 bad arguments or configuration;
-3 an input file can't be read; 130 interrupted. Errors are one line on stderr, never a traceback
+3 an input file can't be read or is not trace data; 4 the input holds no spans; 130 interrupted. Errors are one line on stderr, never a traceback
 (``RAGTRACE_DEBUG=1`` shows one for internal errors). See docs/cli.md.
 """
 
@@ -18,10 +18,11 @@ EXIT_OK = 0
 EXIT_GATE = 1
 EXIT_USAGE = 2
 EXIT_INPUT = 3
+EXIT_NO_SPANS = 4
 EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130
 
-__all__ = ["main", "EXIT_OK", "EXIT_GATE", "EXIT_USAGE", "EXIT_INPUT"]
+__all__ = ["main", "EXIT_OK", "EXIT_GATE", "EXIT_USAGE", "EXIT_INPUT", "EXIT_NO_SPANS"]
 
 
 class _UsageError(Exception):
@@ -98,7 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     report = commands.add_parser("report", help="per-run figures, aggregates and recommendations", description="Per-run figures, aggregates, recommendations and CI gates from exported traces.")
     _common(report)
-    report.add_argument("--fail-under", metavar="NAME=X,...", help="exit 1 when an overall p50 is below its bar, e.g. recall_proxy=0.4")
+    report.add_argument("--fail-under", metavar="NAME=X,...", help="exit 1 when an overall p50 is below its bar, e.g. recall_proxy=0.4 or score.groundedness=0.7 (a judge score)")
+    report.add_argument("--score-threshold", metavar="NAME=X,...", help="judge scores at or above X are high in the quadrant table, e.g. groundedness=0.7 (default 0.5; the proxy's bar is --threshold recall_proxy)")
     report.add_argument("--group-by", metavar="DIM,...", help="grouping dimensions (default pipeline,route,version,top_k; any rag.pipeline.<key>)")
     report.add_argument("--min-traces", type=_positive, default=None, metavar="N", help="runs needed before a recommendation is made (default 5)")
     evaluate = commands.add_parser("eval", help="recall@k, precision@k, MRR, nDCG@k against a golden set", description="Real retrieval quality of traced runs against a golden set, beside the online proxy.")
@@ -127,7 +129,10 @@ def _settings(args: argparse.Namespace, diagnostics: Any) -> Any:
         settings = replace(settings, thresholds={**settings.thresholds, **bars})
     if args.command == "report":
         if args.fail_under:
-            settings = replace(settings, fail_under=settings_module.parse_pairs(args.fail_under, settings_module.REPORT_GATES, "--fail-under"))
+            settings = replace(settings, fail_under=settings_module.parse_pairs(args.fail_under, settings_module.REPORT_FAIL_UNDER, "--fail-under"))
+        if args.score_threshold:
+            bars = settings_module.parse_pairs(args.score_threshold, settings_module.SCORES, "--score-threshold")
+            settings = replace(settings, score_thresholds={**settings.score_thresholds, **bars})
         if args.min_traces is not None:
             settings = replace(settings, min_traces=args.min_traces)
     else:
@@ -141,7 +146,7 @@ def _settings(args: argparse.Namespace, diagnostics: Any) -> Any:
 
 
 def _group_by(text: str | None) -> tuple[str, ...]:
-    from .aggregate import DEFAULT_GROUP_BY
+    from .aggregator import DEFAULT_GROUP_BY
 
     if not text:
         return DEFAULT_GROUP_BY
@@ -251,12 +256,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _error_exit(error: Exception, stderr: IO[str]) -> int:
     from .eval import GoldenError
-    from .reader import InputError
+    from .inputs import InputError, NoSpansError
     from .settings import SettingsError
 
     if isinstance(error, InputError):
         stderr.write(f"ragtrace: error: {error}\n")
         return EXIT_INPUT
+    if isinstance(error, NoSpansError):
+        stderr.write(f"ragtrace: error: {error}\n")
+        return EXIT_NO_SPANS
     if isinstance(error, (_UsageError, SettingsError, GoldenError)):
         stderr.write(f"ragtrace: error: {error}\n")
         return EXIT_USAGE

@@ -221,7 +221,7 @@ def report_page(result: ReportResult, warnings: int) -> str:
             body.append(f'<p class="fail">--fail-under failed: {escape("; ".join(result.gate_failures))}</p>')
         else:
             body.append('<p class="pass">--fail-under passed</p>')
-    recommendations = aggregator.recommendations()
+    recommendations = result.recommendations()
     body.append("<h2>Recommendations</h2>")
     body.append("<ul>" + "".join(f"<li>{escape(r)}</li>" for r in recommendations) + "</ul>" if recommendations else "<p>None: no pattern in this data is strong enough to act on.</p>")
     body.append("<h2>Distribution of each proxy</h2>")
@@ -234,6 +234,7 @@ def report_page(result: ReportResult, warnings: int) -> str:
     body.append(position_chart(overall))
     body.append("<h2>Figures over all runs</h2>")
     body.append(_figures_table(overall))
+    body.extend(result.sections_html())
     body.extend(_group_sections(aggregator.groups))
     if shown:
         body.append(f"<h2>Runs ({len(shown)} worst of {result.runs:,})</h2>" if len(shown) < result.runs else f"<h2>Runs ({result.runs:,})</h2>")

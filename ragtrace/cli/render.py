@@ -14,7 +14,8 @@ from collections.abc import Callable, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from .._internal import names
-from .aggregate import PERCENTILES, SUMMARY_FIGURES, Group, Verdict, reason_text
+from .aggregate import PERCENTILES, SUMMARY_FIGURES, Group
+from .verdicts import Verdict, reason_text
 from .traces import Row
 
 if TYPE_CHECKING:
@@ -179,7 +180,8 @@ def report_document(result: ReportResult) -> dict[str, Any]:
             for dimension, groups in aggregator.groups.items()
             if groups
         },
-        "recommendations": aggregator.recommendations(),
+        **result.sections_document(),
+        "recommendations": result.recommendations(),
         "fail_under": result.settings.fail_under,
         "gate_failures": result.gate_failures,
         "series": clean(aggregator.series.points()),
@@ -395,7 +397,8 @@ def write_report_text(result: ReportResult, writer: Writer, warnings: int) -> No
     for dimension, groups in aggregator.groups.items():
         if groups and (len(groups) > 1 or dimension == "pipeline"):
             writer.table(groups_table(dimension, groups))
-    recommendations = aggregator.recommendations()
+    result.write_sections(writer)
+    recommendations = result.recommendations()
     writer.heading("Recommendations")
     writer.bullets(recommendations or ["None: no pattern in this data is strong enough to act on."])
     if aggregator.rows_limit:

@@ -12,13 +12,18 @@ import json
 import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, Any
 
-from .aggregate import DEFAULT_GROUP_BY, Aggregator
+from .._internal.names import METRIC_RECALL_PROXY
+from .aggregator import DEFAULT_GROUP_BY, Aggregator
 from .diagnostics import Diagnostics, Progress, wants_progress
+from .inputs import NoSpansError
+from .latency import StreamLatency
 from .reader import DECODER_AUTO, DEFAULT_GRACE_SPANS, DEFAULT_MAX_PENDING_SPANS, ReadStats, TraceReader
 from .render import row_record
-from .settings import Settings
+from . import scores_output
+from .scores import ScoreJoin, score_spans
+from .settings import SCORE_PREFIX, Settings
 from .traces import Row, rows_of
 
 _SPOOL_BYTES = 8 * 1024 * 1024
@@ -42,6 +47,25 @@ class ReportResult:
     spool: IO[str] | None = None  # JSON lines, one row record per run (only with keep_rows)
     gate_failures: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
+    scores: ScoreJoin | None = None  # judge scores joined to the runs
+    latency: StreamLatency | None = None  # time to first chunk per pipeline
+
+    # the judge-score and streaming sections, for each output format
+    def write_sections(self, writer: Any) -> None:
+        scores_output.write_text(self.scores, self.latency, writer)
+
+    def sections_document(self) -> dict[str, Any]:
+        return scores_output.document(self.scores, self.latency)
+
+    def sections_html(self) -> list[str]:
+        return scores_output.html_sections(self.scores, self.latency)
+
+    def recommendations(self) -> list[str]:
+        """The aggregator's, then those the score quadrants support."""
+        found = self.aggregator.recommendations()
+        if self.scores is not None:
+            found += self.scores.recommendations(self.aggregator.min_traces)
+        return found
 
 
 def open_reader(paths: Iterable[str], diagnostics: Diagnostics, options: ReadOptions) -> TraceReader:
@@ -55,8 +79,13 @@ def open_reader(paths: Iterable[str], diagnostics: Diagnostics, options: ReadOpt
     return reader
 
 
-def iter_rows(reader: TraceReader, diagnostics: Diagnostics) -> Iterator[Row]:
+def iter_rows(
+    reader: TraceReader, diagnostics: Diagnostics, scores: ScoreJoin | None = None, latency: StreamLatency | None = None
+) -> Iterator[Row]:
     """Every pipeline run of every trace; a trace that breaks the rebuild is a warning, not a crash.
+    Raises ``NoSpansError`` when the input held no span at all.
+
+    Score spans (``record_score``) are taken out first: they go to ``scores``, never into a row.
 
     The cyclic garbage collector is paused while reading (parsed JSON is millions of acyclic
     containers; automatic collections would scan them over and over, about 20% of the time) and
@@ -68,6 +97,11 @@ def iter_rows(reader: TraceReader, diagnostics: Diagnostics) -> Iterator[Row]:
         for count, trace in enumerate(reader, start=1):
             if count % _COLLECT_EVERY == 0:
                 gc.collect()
+            if scores is not None:
+                if not scores.take(trace):
+                    continue
+            elif score_spans(trace) and not trace.spans:
+                continue
             try:
                 rows = rows_of(trace)
             except Exception as error:  # noqa: BLE001 - one odd trace must not end the report
@@ -78,10 +112,16 @@ def iter_rows(reader: TraceReader, diagnostics: Diagnostics) -> Iterator[Row]:
                     f"trace {trace.trace_id} could not be read ({type(error).__name__}: {error}); left out",
                 )
                 continue
+            if scores is not None:
+                scores.add_rows(rows)
+            if latency is not None:
+                latency.add(trace, rows)
             yield from rows
     finally:
         if enabled:
             gc.enable()
+    if reader.stats.spans == 0:
+        raise NoSpansError(reader.files)
 
 
 def run_report(
@@ -96,10 +136,11 @@ def run_report(
 ) -> ReportResult:
     reader = open_reader(paths, diagnostics, options or ReadOptions())
     aggregator = Aggregator(settings.thresholds, group_by=group_by, rows=rows, min_traces=settings.min_traces)
-    result = ReportResult(reader.stats, aggregator, settings, files=[str(p) for p in reader.files])
+    scores = ScoreJoin(settings.thresholds.get(METRIC_RECALL_PROXY, 0.0), settings.score_thresholds)
+    result = ReportResult(reader.stats, aggregator, settings, files=[str(p) for p in reader.files], scores=scores, latency=StreamLatency())
     spool = tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES, mode="w+", encoding="utf-8") if keep_rows else None
     try:
-        for row in iter_rows(reader, diagnostics):
+        for row in iter_rows(reader, diagnostics, result.scores, result.latency):
             row_verdict = aggregator.add(row)
             result.runs += 1
             if spool is not None:
@@ -110,5 +151,7 @@ def run_report(
             reader.progress.finish()
             diagnostics.progress = None
     result.spool = spool
-    result.gate_failures = aggregator.gate(settings.fail_under)
+    figures = {k: v for k, v in settings.fail_under.items() if not k.startswith(SCORE_PREFIX)}
+    score_bars = {k: v for k, v in settings.fail_under.items() if k.startswith(SCORE_PREFIX)}
+    result.gate_failures = aggregator.gate(figures) + scores.gate(score_bars)
     return result

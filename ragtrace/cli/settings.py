@@ -4,8 +4,9 @@
 
     [tool.ragtrace]
     thresholds = { recall_proxy = 0.25, context_precision = 0.5 }   # per-trace verdict bars
-    fail_under = { recall_proxy = 0.4 }                              # p50 gates for `report`
+    fail_under = { recall_proxy = 0.4, "score.groundedness" = 0.7 }  # p50 gates for `report` (scores too)
     min_traces = 20                                                  # sample size for a recommendation
+    score_thresholds = { groundedness = 0.7 }                        # "high" score in the quadrants (default 0.5)
 
     [tool.ragtrace.eval]
     k = 10                      # cut-off for recall@k, precision@k, nDCG@k (default: the trace's top_k)
@@ -20,6 +21,7 @@ has a ``[tool.ragtrace]`` table).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -37,6 +39,8 @@ REPORT_GATES = names.PROXY_METRICS
 EVAL_GATES = ("recall", "precision", "mrr", "ndcg")
 DEFAULT_MIN_TRACES = 5
 DEFAULT_LOW_RECALL = 0.5
+SCORE_PREFIX = "score."  # fail_under score.<name>: a gate on a judge score (record_score)
+_SCORE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.\-]{0,200}")  # record_score's rule
 
 
 class SettingsError(ValueError):
@@ -47,6 +51,7 @@ class SettingsError(ValueError):
 class Settings:
     thresholds: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_THRESHOLDS))
     fail_under: dict[str, float] = field(default_factory=dict)
+    score_thresholds: dict[str, float] = field(default_factory=dict)  # score name -> "high" bar
     min_traces: int = DEFAULT_MIN_TRACES
     eval_k: int | None = None
     low_recall: float = DEFAULT_LOW_RECALL
@@ -105,16 +110,18 @@ def load(path: Path | None, warn: Any = None) -> Settings:
 
 def from_table(table: Mapping[str, Any], where: str) -> Settings:
     settings = Settings(source=where)
-    known = {"thresholds", "fail_under", "min_traces", "eval"}
+    known = {"thresholds", "fail_under", "min_traces", "score_thresholds", "eval"}
     unknown = sorted(set(table) - known)
     if unknown:
         raise SettingsError(f"{where}: unknown key(s) in [tool.ragtrace]: {', '.join(unknown)} (known: {', '.join(sorted(known))})")
     if "thresholds" in table:
         settings = replace(settings, thresholds={**settings.thresholds, **_bars(table["thresholds"], REPORT_GATES, f"{where}: thresholds")})
     if "fail_under" in table:
-        settings = replace(settings, fail_under=_bars(table["fail_under"], REPORT_GATES, f"{where}: fail_under"))
+        settings = replace(settings, fail_under=_bars(table["fail_under"], REPORT_FAIL_UNDER, f"{where}: fail_under"))
     if "min_traces" in table:
         settings = replace(settings, min_traces=_positive_int(table["min_traces"], f"{where}: min_traces"))
+    if "score_thresholds" in table:
+        settings = replace(settings, score_thresholds=_bars(table["score_thresholds"], SCORES, f"{where}: score_thresholds"))
     evaluation = table.get("eval")
     if evaluation is not None:
         if not isinstance(evaluation, dict):
@@ -143,15 +150,29 @@ def _positive_int(value: Any, what: str) -> int:
     return value
 
 
+ANY_SCORE = "<name>"
+SCORES = (ANY_SCORE,)  # score_thresholds: any score name
+REPORT_FAIL_UNDER = REPORT_GATES + (SCORE_PREFIX + ANY_SCORE,)  # the proxies, or score.<name>
+
+
+def _bar(key: str, value: Any, allowed: tuple[str, ...], what: str) -> float:
+    """A figure's bar (a ratio), or a score's: any finite number, as scores are on the judge's scale."""
+    if ANY_SCORE in allowed or (SCORE_PREFIX + ANY_SCORE in allowed and key.startswith(SCORE_PREFIX)):
+        name = key if ANY_SCORE in allowed else key[len(SCORE_PREFIX):]
+        if not _SCORE_NAME.fullmatch(name):
+            raise SettingsError(f"{what}: {key!r} does not name a score (a letter, then letters, digits, '_', '.', '-')")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise SettingsError(f"{what} {key} must be a number, got {value!r}")
+        return float(value)
+    if key not in allowed:
+        raise SettingsError(f"{what}: unknown figure {key!r} (one of {', '.join(allowed)})")
+    return _ratio(value, f"{what}.{key}")
+
+
 def _bars(table: Any, allowed: tuple[str, ...], what: str) -> dict[str, float]:
     if not isinstance(table, dict):
         raise SettingsError(f"{what} must be a table of name = number")
-    bars = {}
-    for key, value in table.items():
-        if key not in allowed:
-            raise SettingsError(f"{what}: unknown figure {key!r} (one of {', '.join(allowed)})")
-        bars[key] = _ratio(value, f"{what}.{key}")
-    return bars
+    return {key: _bar(key, value, allowed, what) for key, value in table.items()}
 
 
 def parse_pairs(text: str, allowed: tuple[str, ...], flag: str) -> dict[str, float]:
@@ -165,13 +186,11 @@ def parse_pairs(text: str, allowed: tuple[str, ...], flag: str) -> dict[str, flo
         key = key.strip()
         if not equals:
             raise SettingsError(f"{flag}: expected name=number, got {piece!r}")
-        if key not in allowed:
-            raise SettingsError(f"{flag}: unknown figure {key!r} (one of {', '.join(allowed)})")
         try:
             value = float(raw)
         except ValueError:
             raise SettingsError(f"{flag}: {key} needs a number, got {raw.strip()!r}") from None
-        bars[key] = _ratio(value, f"{flag} {key}")
+        bars[key] = _bar(key, value, allowed, flag)
     if not bars:
         raise SettingsError(f"{flag}: expected name=number[,name=number...]")
     return bars

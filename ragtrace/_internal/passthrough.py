@@ -1,0 +1,190 @@
+"""Iterators that a traced function *returns*: recorded as the application consumes them.
+
+A decorated sync or async function may return a one-shot iterator: a generator expression, ``map``,
+a DB cursor, an OpenAI ``Stream``. Reading it to record the results would leave the application an
+empty iterator, so the application gets a transparent ``wrapt.ObjectProxy`` instead. Attributes,
+``isinstance``, ``with`` / ``async with`` and ``close()`` reach the real object; each item the
+application takes passes through the stage on its way. The stage stays open until the iterator is
+exhausted, raises, is closed, or is dropped, like the span of a decorated generator function.
+What is recorded is what the application consumed: all of it when the iterator ran out, the part
+read before an early ``close()``/``break``, and nothing when it was read some other way (a
+cursor's ``fetchall()``): then the stage ends without a result rather than with a false empty one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import wrapt
+
+from .guard import guard
+from .stage import Stage
+
+# (items the application consumed, or None when none passed through; the iterator's own error)
+Finish = Callable[[list[Any] | None, BaseException | None], None]
+
+
+def record_as_consumed(result: Any, stage: Stage, finish: Finish) -> Any:
+    """A recording proxy for a one-shot iterator; None for anything else (recorded at once)."""
+    if isinstance(result, (str, bytes, bytearray, Sequence, Mapping)):
+        return None
+    if isinstance(result, Iterator):
+        return RecordingIterator(result, stage, finish)
+    if isinstance(result, AsyncIterator):
+        return RecordingAsyncIterator(result, stage, finish)
+    return None
+
+
+class _Recording(wrapt.ObjectProxy):  # type: ignore[misc]
+    """What both proxies share: the stage, the items seen so far, and finishing exactly once."""
+
+    def __init__(self, wrapped: Any, stage: Stage, finish: Finish) -> None:
+        super().__init__(wrapped)
+        self._self_stage: Stage | None = stage
+        self._self_finish: Finish | None = finish
+        self._self_items: list[Any] = []
+
+    def _self_end(self, exhausted: bool, error: BaseException | None = None) -> None:
+        finish, items = self._self_finish, self._self_items
+        if finish is None:
+            return
+        self._self_finish, self._self_stage, self._self_items = None, None, []
+        finish(items if exhausted or items else None, error)
+
+    def _self_abandon(self) -> None:
+        """Closed or dropped before the end: record what passed through so far."""
+        self._self_end(False)
+
+    def __del__(self) -> None:
+        with guard("stream end"):
+            self._self_abandon()
+
+
+class RecordingIterator(_Recording):
+    def __iter__(self) -> Any:
+        return self
+
+    def __next__(self) -> Any:
+        return self._self_step(next, self.__wrapped__)
+
+    @property
+    def send(self) -> Callable[[Any], Any]:
+        """A returned generator's ``send``: the sent-to item is recorded like ``next``'s."""
+        send = self.__wrapped__.send  # AttributeError for plain iterators, as before
+
+        def recorded_send(value: Any) -> Any:
+            return self._self_step(send, value)
+
+        return recorded_send
+
+    @property
+    def throw(self) -> Callable[..., Any]:
+        throw = self.__wrapped__.throw
+
+        def recorded_throw(*args: Any) -> Any:
+            return self._self_step(throw, *args)
+
+        return recorded_throw
+
+    def _self_step(self, step: Callable[..., Any], *args: Any) -> Any:
+        stage = self._self_stage
+        if stage is None:  # finished: plain passthrough
+            return step(*args)
+        stage.attach()  # the stage is current while the application steps the iterator
+        try:
+            item = step(*args)
+        except StopIteration:
+            stage.detach()
+            self._self_end(True)
+            raise
+        except BaseException as error:
+            stage.detach()
+            self._self_end(False, error)
+            raise
+        stage.detach()
+        stage.item_arrived()
+        self._self_items.append(item)
+        return item
+
+    @property
+    def close(self) -> Callable[[], Any]:
+        close = self.__wrapped__.close  # AttributeError when the iterator has none, as before
+
+        def recorded_close() -> Any:
+            try:
+                return close()
+            finally:
+                self._self_abandon()
+
+        return recorded_close
+
+    def __enter__(self) -> Any:
+        entered = self.__wrapped__.__enter__()
+        return self if entered is self.__wrapped__ else entered  # ``with stream as s``: s records too
+
+    def __exit__(self, *exc_info: Any) -> Any:
+        try:
+            return self.__wrapped__.__exit__(*exc_info)
+        finally:
+            self._self_abandon()
+
+
+class RecordingAsyncIterator(_Recording):
+    def __aiter__(self) -> Any:
+        return self
+
+    async def __anext__(self) -> Any:
+        stage = self._self_stage
+        if stage is None:
+            return await self.__wrapped__.__anext__()
+        stage.attach()
+        try:
+            item = await self.__wrapped__.__anext__()
+        except StopAsyncIteration:
+            stage.detach()
+            self._self_end(True)
+            raise
+        except BaseException as error:
+            stage.detach()
+            self._self_end(False, error)
+            raise
+        stage.detach()
+        stage.item_arrived()
+        self._self_items.append(item)
+        return item
+
+    @property
+    def aclose(self) -> Callable[[], Any]:
+        aclose = self.__wrapped__.aclose
+
+        async def recorded_aclose() -> Any:
+            try:
+                return await aclose()
+            finally:
+                self._self_abandon()
+
+        return recorded_aclose
+
+    @property
+    def close(self) -> Callable[[], Any]:
+        """OpenAI's ``AsyncStream.close`` is a coroutine function; either kind is forwarded."""
+        close = self.__wrapped__.close
+
+        def recorded_close() -> Any:
+            try:
+                return close()
+            finally:
+                self._self_abandon()
+
+        return recorded_close
+
+    async def __aenter__(self) -> Any:
+        entered = await self.__wrapped__.__aenter__()
+        return self if entered is self.__wrapped__ else entered
+
+    async def __aexit__(self, *exc_info: Any) -> Any:
+        try:
+            return await self.__wrapped__.__aexit__(*exc_info)
+        finally:
+            self._self_abandon()

@@ -1,0 +1,242 @@
+"""Judge scores (``record_score``'s evaluation spans) joined to their runs: the four-quadrant diagnostic.
+
+A score span may come before or after its run, in the same file or another: each run is kept as a
+small (root span id, proxy, pipeline) entry by trace id, each score as a small record, and they are
+joined once everything is read. A score joins the run of its trace whose root is the score span's
+parent (or the trace's only run); several scores of one name for one run count as their mean.
+
+The quadrants cross the recall proxy with each score: "high" is at or above a bar (the proxy's
+verdict threshold, and ``--score-threshold`` for the score, default 0.5).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from .._internal.names import (
+    EVALUATION_SPAN_NAME,
+    GEN_AI_EVALUATION_NAME,
+    GEN_AI_EVALUATION_RESULT,
+    GEN_AI_EVALUATION_SCORE_LABEL,
+    GEN_AI_EVALUATION_SCORE_VALUE,
+    METRIC_RECALL_PROXY,
+    RAG_EVALUATION_SCORER,
+    RAG_STAGE,
+    STAGE_EVALUATION,
+)
+from .aggregate import PERCENTILES
+from .distribution import Distribution
+from .row import Row
+from .settings import SCORE_PREFIX
+from .spans import Span, Trace
+
+DEFAULT_SCORE_BAR = 0.5
+EXAMPLES = 3  # example trace ids per quadrant: those with the lowest scores
+QUADRANT_SHARE = 0.2  # share of scored runs in a problem quadrant that makes a recommendation
+
+HEALTHY = "healthy"
+CLAIMS_BEYOND_SOURCES = "claims_beyond_sources"
+RIGHT_WITHOUT_RETRIEVAL = "right_without_retrieval"
+BROKEN = "broken"
+# (key, proxy high, score high, what it means)
+QUADRANTS = (
+    (HEALTHY, True, True, "healthy"),
+    (CLAIMS_BEYOND_SOURCES, True, False, "cites its sources but claims more than they say"),
+    (RIGHT_WITHOUT_RETRIEVAL, False, True, "right without leaning on retrieval (or citing badly)"),
+    (BROKEN, False, False, "retrieval or generation is broken"),
+)
+_SPAN_PREFIX = EVALUATION_SPAN_NAME + " "
+
+
+@dataclass(slots=True)
+class Score:
+    trace_id: str
+    parent_id: str
+    name: str
+    value: float
+    label: str | None
+    scorer: str | None
+
+
+def score_spans(trace: Trace) -> list[Span]:
+    """Take the evaluation spans out of ``trace`` (they are scores, not steps of a run)."""
+    found = [span for span in trace.spans if span.name.startswith(_SPAN_PREFIX) and span.get_str(RAG_STAGE) == STAGE_EVALUATION]
+    if found:
+        taken = {id(span) for span in found}
+        trace.spans = [span for span in trace.spans if id(span) not in taken]
+    return found
+
+
+def scores_of(span: Span) -> list[Score]:
+    out = []
+    for event in span.event_attributes(GEN_AI_EVALUATION_RESULT):
+        name, value = event.get(GEN_AI_EVALUATION_NAME), event.get(GEN_AI_EVALUATION_SCORE_VALUE)
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(name, str) or not isinstance(value, float) or not math.isfinite(value):
+            span.source.diagnostics.warn("bad score", span.where, f"span {span.span_id}: an evaluation event without a name and a finite score; skipped")
+            continue
+        label, scorer = event.get(GEN_AI_EVALUATION_SCORE_LABEL), event.get(RAG_EVALUATION_SCORER)
+        out.append(Score(span.trace_id, span.parent_id, name, value, label if isinstance(label, str) else None, scorer if isinstance(scorer, str) else None))
+    return out
+
+
+@dataclass(slots=True)
+class Quadrant:
+    members: list[tuple[float, str]] = field(default_factory=list)  # (score, trace id) of each run
+
+    @property
+    def runs(self) -> int:
+        return len(self.members)
+
+    def example_ids(self) -> list[str]:
+        """The runs with the lowest scores (ties: lowest trace id): the same for any input order."""
+        return [trace_id for _, trace_id in heapq.nsmallest(EXAMPLES, self.members)]
+
+
+@dataclass(slots=True)
+class ScoreSummary:
+    """Everything the report says about one score name."""
+
+    name: str
+    bar: float
+    distribution: Distribution = field(default_factory=Distribution)
+    scorers: Counter[str] = field(default_factory=Counter)
+    labels: Counter[str] = field(default_factory=Counter)
+    runs: int = 0  # runs this score joined
+    unjoined: int = 0  # scores whose run is not in the input
+    unmeasured: int = 0  # joined runs without a recall proxy (not in the quadrants)
+    quadrants: dict[str, Quadrant] = field(default_factory=lambda: {key: Quadrant() for key, *_ in QUADRANTS})
+
+    @property
+    def placed(self) -> int:
+        return sum(q.runs for q in self.quadrants.values())
+
+    def percentiles(self) -> dict[str, float | None]:
+        return {f"p{p}": self.distribution.percentile(p) for p in PERCENTILES}
+
+
+class ScoreJoin:
+    """Collects runs and scores while the report reads, joins them at the end (``summaries``)."""
+
+    def __init__(self, proxy_bar: float, score_bars: Mapping[str, float] | None = None, proxy: str = METRIC_RECALL_PROXY) -> None:
+        self.proxy, self.proxy_bar = proxy, proxy_bar
+        self.score_bars = dict(score_bars or {})
+        self._runs: dict[str, list[tuple[str, float | None]]] = {}  # trace id -> (root span id, proxy)
+        self._scores: list[Score] = []
+        self._summaries: dict[str, ScoreSummary] | None = None
+
+    def take(self, trace: Trace) -> bool:
+        """Take the trace's scores out of it; False when nothing else is left in it."""
+        spans = score_spans(trace)
+        for span in spans:
+            self._scores.extend(scores_of(span))
+        if spans:
+            self._summaries = None
+        return bool(trace.spans)
+
+    def add_rows(self, rows: Iterable[Row]) -> None:
+        for row in rows:
+            value = row.figures.get(self.proxy)
+            proxy = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and row.measurable else None
+            self._runs.setdefault(row.trace_id, []).append((row.span_id, proxy))
+        self._summaries = None
+
+    @property
+    def scored(self) -> bool:
+        return bool(self._scores)
+
+    def summaries(self) -> dict[str, ScoreSummary]:
+        """Score name -> summary, joined now (every run and score read so far)."""
+        if self._summaries is not None:
+            return self._summaries
+        summaries: dict[str, ScoreSummary] = {}
+        per_run: dict[tuple[str, str, str], list[float]] = {}  # (name, trace, root) -> values
+        proxies: dict[tuple[str, str], float | None] = {}
+        for score in self._scores:
+            summary = summaries.get(score.name)
+            if summary is None:
+                summary = summaries[score.name] = ScoreSummary(score.name, self.score_bars.get(score.name, DEFAULT_SCORE_BAR))
+            summary.distribution.add(score.value)
+            summary.scorers[score.scorer or "unknown"] += 1
+            if score.label is not None:
+                summary.labels[score.label] += 1
+            run = self._run_of(score)
+            if run is None:
+                summary.unjoined += 1
+                continue
+            per_run.setdefault((score.name, score.trace_id, run[0]), []).append(score.value)
+            proxies[(score.trace_id, run[0])] = run[1]
+        for (name, trace_id, root), values in sorted(per_run.items()):
+            summary = summaries[name]
+            summary.runs += 1
+            proxy = proxies[(trace_id, root)]
+            if proxy is None:
+                summary.unmeasured += 1
+                continue
+            value = sum(values) / len(values)
+            key = _quadrant(proxy >= self.proxy_bar, value >= summary.bar)
+            summary.quadrants[key].members.append((value, trace_id))
+        self._summaries = dict(sorted(summaries.items()))
+        return self._summaries
+
+    def _run_of(self, score: Score) -> tuple[str, float | None] | None:
+        runs = self._runs.get(score.trace_id)
+        if not runs:
+            return None
+        for run in runs:
+            if run[0] == score.parent_id:
+                return run
+        return runs[0] if len(runs) == 1 else None
+
+    # -- recommendations and gates -----------------------------------------------------------------
+    def recommendations(self, min_traces: int) -> list[str]:
+        out = []
+        for summary in self.summaries().values():
+            placed = summary.placed
+            if placed < min_traces:
+                continue
+            for key, advice in _ADVICE.items():
+                quadrant = summary.quadrants[key]
+                share = quadrant.runs / placed
+                if share >= QUADRANT_SHARE:
+                    examples = ", ".join(quadrant.example_ids())
+                    out.append(advice.format(share=_percent(share), name=summary.name, bar=summary.bar, proxy=self.proxy, proxy_bar=self.proxy_bar) + f" (e.g. {examples})")
+        return out
+
+    def gate(self, fail_under: Mapping[str, float]) -> list[str]:
+        """The ``score.<name>`` bars whose p50 over all scores of that name is below the bar."""
+        failures = []
+        summaries = self.summaries()
+        for key, bar in fail_under.items():
+            name = key[len(SCORE_PREFIX):]
+            summary = summaries.get(name)
+            p50 = summary.distribution.percentile(50) if summary is not None else None
+            if p50 is None:
+                failures.append(f"{key}: no scores (bar {bar:g})")
+            elif p50 < bar:
+                failures.append(f"{key}: p50 {p50:.3f} < {bar:g}")
+        return failures
+
+
+_ADVICE = {
+    BROKEN: "Retrieval or generation is broken in {share} of scored runs ({proxy} < {proxy_bar:g} and {name} < {bar:g}): read these traces first",
+    CLAIMS_BEYOND_SOURCES: "Answers cite their sources but claim more than they say in {share} of scored runs ({proxy} ≥ {proxy_bar:g}, {name} < {bar:g}): instruct the model to answer only from the cited passages",
+    RIGHT_WITHOUT_RETRIEVAL: "Answers score well on {name} but lean little on retrieval in {share} of scored runs ({proxy} < {proxy_bar:g}): check the citation instruction, and whether these queries need retrieval",
+}
+
+
+def _quadrant(proxy_high: bool, score_high: bool) -> str:
+    for key, proxy, score, _ in QUADRANTS:
+        if proxy is proxy_high and score is score_high:
+            return key
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _percent(share: float) -> str:
+    value = share * 100
+    return f"{value:.0f}%" if value >= 1 or value == 0 else f"{value:.1f}%"

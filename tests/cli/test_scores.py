@@ -1,0 +1,221 @@
+"""Judge scores, end to end: record_score's spans and metric, then the report's join and quadrants.
+
+The runs and scores below are chosen so that every count is worked out by hand (``EXPECTED``).
+A judge "in another process" scores from the ids the pipeline wrote out, with its own providers
+and its own export file; the report must give the same join for the files in either order.
+"""
+
+from __future__ import annotations
+
+import json
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+import ragtrace
+from ragtrace._internal import config, generation, names, stage
+
+from .helpers import pipeline, provider_to
+
+CITES = "BM25 ranks lexically [1]."  # cites one of the two retrieved chunks: recall proxy 0.5 (high)
+CITES_NOTHING = "It depends."  # recall proxy 0.0 (low)
+# (answer, groundedness scores); the proxy bar is the default 0.2, the score bar 0.7 (--score-threshold)
+RUNS: list[tuple[str, list[float]]] = [
+    (CITES, [0.9]), (CITES, [0.9]), (CITES, [0.9]), (CITES, [0.95]),  # healthy
+    (CITES, [0.3]), (CITES, [0.2]),  # claims beyond its sources
+    (CITES_NOTHING, [0.8]),  # right without leaning on retrieval
+    (CITES_NOTHING, [0.1]), (CITES_NOTHING, [0.1]),  # broken
+    (CITES, []),  # not scored
+    (CITES, [0.6, 1.0]),  # scored twice: the mean 0.8 is high, so healthy
+]
+EXPECTED = {
+    "healthy": 5,
+    "claims_beyond_sources": 2,
+    "right_without_retrieval": 1,
+    "broken": 2,
+}
+# every groundedness score: the 11 in RUNS, one for the run without retrieval, one for a trace
+# that is not in the input. Sorted: .1 .1 .2 .3 .6 .8 .9 .9 .9 .9 .9 .95 1 -> p50 (rank 7) = 0.9
+ALL_SCORES = 13
+P50 = 0.9
+
+
+def write_runs(path: Path) -> list[tuple[str, str, list[float]]]:
+    """The pipeline's own process: runs exported to ``path``; returns (trace id, root span id, scores)."""
+    provider = provider_to(path)
+    written = []
+    for answer, scores in RUNS:
+        with ragtrace.rag_pipeline("support-qa", query="What is BM25?", tracer_provider=provider, version="v1") as run:
+            with ragtrace.retrieve("What is BM25?", tracer_provider=provider) as r:
+                r.record([{"id": "d1", "content": "BM25 ranks."}, {"id": "d2", "content": "Dense embeds."}])
+            with ragtrace.assemble(tracer_provider=provider) as ctx:
+                for chunk in r.chunks:
+                    ctx.add(chunk)
+            with ragtrace.generate(model="m", prompt=ctx.render("{context}"), tracer_provider=provider) as g:
+                g.record(answer)
+        written.append((run.trace_id, run.span_id, scores))
+    # a run without retrieval: scored, but it has no recall proxy to cross the score with
+    with ragtrace.rag_pipeline("support-qa", query="hello", tracer_provider=provider) as run:
+        with ragtrace.generate(model="m", tracer_provider=provider) as g:
+            g.record("Hi.")
+    written.append((run.trace_id, run.span_id, [0.9]))
+    provider.shutdown()
+    return written
+
+
+def judge(path: Path, written: list[tuple[str, str, list[float]]], reader: InMemoryMetricReader) -> None:
+    """The judge's process: its own providers; nothing of the runs but the ids read back."""
+    config.reset()
+    provider = provider_to(path, service="judge")
+    ragtrace.configure(tracer_provider=provider, meter_provider=MeterProvider(metric_readers=[reader]))
+    for trace_id, span_id, scores in written:
+        for value in scores:
+            ragtrace.record_score(
+                trace_id=trace_id, span_id=span_id, name="groundedness", value=value, scorer="llm",
+                label="pass" if value >= 0.7 else "fail", explanation="judged", pipeline="support-qa", version="v1",
+            )
+    ragtrace.record_score(trace_id="ab" * 16, span_id="cd" * 8, name="groundedness", value=0.9, scorer="human", pipeline="support-qa")
+    first = written[0]
+    ragtrace.record_score(trace_id=first[0], span_id=first[1], name="relevance", value=4, scorer="human", pipeline="support-qa")
+    provider.shutdown()
+
+
+@pytest.fixture
+def exported(tmp_path: Path) -> tuple[Path, Path, list[tuple[str, str, list[float]]], InMemoryMetricReader]:
+    runs, scores = tmp_path / "runs.jsonl", tmp_path / "scores.jsonl"
+    written = write_runs(runs)
+    ids = tmp_path / "ids.json"  # what the pipeline wrote out for the judge
+    ids.write_text(json.dumps(written))
+    reader = InMemoryMetricReader()
+    judge(scores, [tuple(item) for item in json.loads(ids.read_text())], reader)  # type: ignore[misc]
+    return runs, scores, written, reader
+
+
+def test_scores_are_spans_in_the_runs_traces_and_a_histogram(exported):
+    runs, scores, written, reader = exported
+    lines = [json.loads(line) for line in scores.read_text().splitlines()]
+    spans = [s for line in lines for r in line["resourceSpans"] for sc in r["scopeSpans"] for s in sc["spans"]]
+    assert len(spans) == ALL_SCORES + 1
+    first = spans[0]
+    assert first["name"] == "evaluation groundedness"
+    assert (first["traceId"], first["parentSpanId"]) == (written[0][0], written[0][1])
+    (event,) = first["events"]
+    assert event["name"] == names.GEN_AI_EVALUATION_RESULT
+    attributes = {a["key"]: a["value"] for a in event["attributes"]}
+    assert attributes[names.GEN_AI_EVALUATION_SCORE_VALUE] == {"doubleValue": 0.9}
+    assert attributes[names.RAG_EVALUATION_SCORER] == {"stringValue": "llm"}
+    data = reader.get_metrics_data()
+    found = {m.name: m for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
+    points = found["rag.eval.groundedness"].data.data_points
+    by_labels = {tuple(sorted(p.attributes.items())): p for p in points}
+    scored = by_labels[((names.GEN_AI_WORKFLOW_NAME, "support-qa"), (names.RAG_PIPELINE_VERSION, "v1"))]
+    assert scored.count == ALL_SCORES - 1 and scored.sum == pytest.approx(sum(v for *_, s in written for v in s))
+    (unknown,) = [p for p in points if p is not scored]
+    assert dict(unknown.attributes) == {names.GEN_AI_WORKFLOW_NAME: "support-qa"} and unknown.count == 1
+    assert found["rag.eval.relevance"].data.data_points[0].sum == 4
+
+
+@pytest.mark.parametrize("scores_first", [False, True], ids=["runs-then-scores", "scores-then-runs"])
+def test_the_report_joins_scores_to_runs_in_any_order(cli, exported, scores_first):
+    runs, scores, written, _ = exported
+    files = [scores, runs] if scores_first else [runs, scores]
+    result = cli("report", *files, "--json", "--score-threshold", "groundedness=0.7")
+    assert result.code == 0, result.err
+    assert "late span" not in result.err and "missing parent" not in result.err
+    document = result.json()
+    assert document["inputs"]["runs"] == len(RUNS) + 1  # score spans never become runs
+    summary = document["scores"]["by_name"]["groundedness"]
+    assert summary["scores"] == ALL_SCORES and summary["p50"] == P50
+    assert summary["runs"] == 11 and summary["not_joined"] == 1 and summary["runs_without_proxy"] == 1
+    assert summary["scorers"] == {"llm": ALL_SCORES - 1, "human": 1}
+    assert summary["labels"] == {"pass": 7, "fail": 5}
+    quadrants = summary["quadrants"]
+    assert {key: q["runs"] for key, q in quadrants.items()} == EXPECTED
+    assert quadrants["broken"]["share"] == pytest.approx(0.2)
+    # the examples are the runs with the lowest scores in each quadrant, whatever the file order
+    broken = sorted(written[7][0:1] + written[8][0:1])
+    assert quadrants["broken"]["example_trace_ids"] == broken
+    assert quadrants["claims_beyond_sources"]["example_trace_ids"] == [written[5][0], written[4][0]]
+    assert quadrants["healthy"]["example_trace_ids"][0] == written[10][0]  # the mean 0.8 is the lowest
+    assert document["scores"]["by_name"]["relevance"]["runs"] == 1
+    recommendations = document["recommendations"]
+    assert any(r.startswith("Retrieval or generation is broken in 20% of scored runs") for r in recommendations)
+    assert any(r.startswith("Answers cite their sources but claim more than they say in 20%") for r in recommendations)
+    assert not any("lean little on retrieval" in r for r in recommendations)  # 10% is below the 20% bar
+
+
+def test_the_quadrant_table_in_text_markdown_and_html(cli, exported, tmp_path):
+    runs, scores, written, _ = exported
+    page = tmp_path / "report.html"
+    text = cli("report", runs, scores, "--plain", "--score-threshold", "groundedness=0.7", "--html", page).out
+    assert "Judge scores (joined to runs by trace id)" in text
+    assert "recall_proxy (high ≥ 0.2) × groundedness (high ≥ 0.7): 10 runs" in text
+    row = next(line for line in text.splitlines() if "retrieval or generation is broken" in line)
+    assert row.split()[:2] == ["low", "low"] and " 2 " in row and "20%" in row
+    assert written[7][0] in row and written[8][0] in row
+    assert "1 run(s) scored on groundedness have no measurable recall_proxy" in text
+    markdown = cli("report", runs, scores, "--markdown").out
+    assert "### recall_proxy (high ≥ 0.2) × groundedness (high ≥ 0.5): 10 runs" in markdown
+    assert "| low | low | retrieval or generation is broken |" in markdown
+    html_text = page.read_text()
+    assert "retrieval or generation is broken" in html_text and written[7][0] in html_text
+
+
+def test_fail_under_gates_on_scores(cli, exported):
+    runs, scores, _, _ = exported
+    passed = cli("report", runs, scores, "--fail-under", "score.groundedness=0.9", "--rows", "0")
+    assert passed.code == 0, passed.err
+    failed = cli("report", runs, scores, "--fail-under", "score.groundedness=0.95,recall_proxy=0.1", "--rows", "0")
+    assert failed.code == 1
+    assert "score.groundedness: p50 0.900 < 0.95" in failed.err
+    missing = cli("report", runs, "--fail-under", "score.faithfulness=0.5", "--rows", "0")
+    assert missing.code == 1 and "score.faithfulness: no scores" in missing.err
+    bad = cli("report", runs, "--fail-under", "score.=0.5")
+    assert bad.code == 2
+
+
+def test_a_scores_only_input_has_no_runs_and_no_bogus_rows(cli, exported):
+    _, scores, _, _ = exported
+    document = cli("report", scores, "--json").json()
+    assert document["inputs"]["runs"] == 0
+    assert document["scores"]["by_name"]["groundedness"]["not_joined"] == ALL_SCORES
+
+
+def test_time_to_first_chunk_percentiles_per_pipeline(cli, tmp_path, monkeypatch):
+    clock = types.SimpleNamespace(now=10.0)
+    fake = types.SimpleNamespace(perf_counter=lambda: clock.now)
+    monkeypatch.setattr(stage, "time", fake)
+    monkeypatch.setattr(generation, "time", fake)
+    path = tmp_path / "streams.jsonl"
+    provider = provider_to(path)
+
+    def pieces(first: float) -> Any:
+        clock.now += first
+        yield "a "
+        clock.now += 0.01
+        yield "b"
+
+    for tenth in range(1, 11):  # qa: 0.1 ... 1.0 s to the first chunk
+        with ragtrace.rag_pipeline("qa", tracer_provider=provider):
+            with ragtrace.generate(model="m", tracer_provider=provider) as g:
+                list(g.stream(pieces(tenth / 10)))
+    with ragtrace.rag_pipeline("chat", tracer_provider=provider):
+        with ragtrace.generate(model="m", tracer_provider=provider) as g:
+            list(g.stream(pieces(2.0)))
+    pipeline(provider, "batch", "q", ["d1"], ["d1"], "not streamed [1]")
+    provider.shutdown()
+    document = cli("report", path, "--json").json()
+    table = document["streaming"]["time_to_first_chunk_seconds"]
+    assert set(table) == {"qa", "chat"}  # the unstreamed pipeline has no time to first chunk
+    assert table["qa"]["n"] == 10
+    assert table["qa"]["p50"] == pytest.approx(0.5) and table["qa"]["p90"] == pytest.approx(0.9) and table["qa"]["p99"] == pytest.approx(1.0)
+    assert table["chat"] == {"p50": pytest.approx(2.0), "p90": pytest.approx(2.0), "p99": pytest.approx(2.0), "n": 1}
+    text = cli("report", path, "--plain").out
+    assert "Time to first chunk by pipeline (seconds, streamed generations)" in text
+    section = text.split("Time to first chunk by pipeline")[1].splitlines()
+    qa = next(line for line in section if line.strip().startswith("qa "))
+    assert qa.split() == ["qa", "10", "0.500", "0.900", "1.000"]

@@ -1,0 +1,90 @@
+"""Loopback HTTP servers for tests: a chat-completions server like the OpenAI API (plain JSON and
+SSE streams) shared by the example and integration tests, and the helpers to serve a handler."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+def serve(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """Serve ``handler`` on a free loopback port in a thread; yields the base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+class QuietHandler(BaseHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
+        pass
+
+    def body(self) -> bytes:
+        data = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        return gzip.decompress(data) if self.headers.get("Content-Encoding") == "gzip" else data
+
+    def reply(self, payload: bytes, content_type: str) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+ANSWER = "Refunds take 5 business days [1]."
+USAGE = {"prompt_tokens": 42, "completion_tokens": 9, "total_tokens": 51}
+
+
+class ChatCompletions(QuietHandler):
+    """``POST /v1/chat/completions``, plain or ``"stream": true`` (SSE), like the OpenAI API."""
+
+    received: list[dict[str, Any]] = []
+    answer = ANSWER  # what the "model" says; a test may set another
+
+    def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+        body = json.loads(self.body())
+        self.received.append({"path": self.path, "authorization": self.headers.get("Authorization"), "body": body})
+        if self.path != "/v1/chat/completions":
+            self.send_error(404)
+            return
+        base = {"id": "chatcmpl-test-1", "created": 1_700_000_000, "model": body["model"] + "-2024-07-18"}
+        if not body.get("stream"):
+            completion = {
+                **base,
+                "object": "chat.completion",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": self.answer}, "finish_reason": "stop"}],
+                "usage": USAGE,
+            }
+            self.reply(json.dumps(completion).encode(), "application/json")
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        chunk = {**base, "object": "chat.completion.chunk"}
+        events = [{**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}]
+        events += [{**chunk, "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]} for p in re.findall(r"\S+\s*", self.answer)]
+        events.append({**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        if body.get("stream_options", {}).get("include_usage"):
+            events.append({**chunk, "choices": [], "usage": USAGE})
+        for event in events:
+            self.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
+            self.wfile.flush()
+        self.wfile.write(b"data: [DONE]\n\n")
+
+
+def serve_chat(answer: str = ANSWER) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """The chat-completions server on loopback: its base URL and the requests it received."""
+    ChatCompletions.received = []
+    ChatCompletions.answer = answer
+    for url in serve(ChatCompletions):
+        yield url, ChatCompletions.received
