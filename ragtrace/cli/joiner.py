@@ -38,6 +38,7 @@ class ReadStats:
     traces: int = 0
     late_spans: int = 0
     evicted_traces: int = 0
+    traces_without_runs: int = 0  # no retrieval or model call: index building, other work (counted by report.iter_rows)
 
 
 class TraceJoiner:
@@ -119,6 +120,7 @@ class TraceJoiner:
     def finish(self, trace_id: str, *, evicted: bool = False) -> Trace:
         pending = self.pending.pop(trace_id)
         self.pending_spans -= len(pending.spans)
-        self._finished.add(trace_id)
-        self.stats.traces += 1
+        if trace_id not in self._finished:  # seen again: scores that came after their run
+            self._finished.add(trace_id)
+            self.stats.traces += 1
         return Trace(trace_id, pending.spans, pending.root_seen, evicted)

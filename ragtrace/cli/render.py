@@ -35,6 +35,8 @@ _ROW_FIGURES = (
     names.METRIC_WASTED_CONTEXT_TOKENS,
     names.METRIC_DUPLICATE_CHUNKS,
     names.METRIC_INVALID_CITATIONS,
+    names.METRIC_OUT_OF_CONTEXT_CITATIONS,
+    names.METRIC_UNKNOWN_CITATIONS,
     names.METRIC_CITED_POSITIONS,
 )
 
@@ -169,6 +171,7 @@ def report_document(result: ReportResult) -> dict[str, Any]:
             "spans": stats.spans,
             "traces": stats.traces,
             "runs": result.runs,
+            "traces_without_runs": stats.traces_without_runs,
             "late_spans": stats.late_spans,
             "traces_finished_early": stats.evicted_traces,
             "recorded_mismatches": aggregator.mismatched,
@@ -378,6 +381,8 @@ def write_report_text(result: ReportResult, writer: Writer, warnings: int) -> No
     overall = aggregator.overall
     writer.heading("ragtrace report")
     writer.line(input_line(result, warnings))
+    if result.stats.traces_without_runs:
+        writer.line(f"{result.stats.traces_without_runs:,} trace(s) with no retrieval or model call (index building, other work) are not pipeline runs")
     writer.line(
         f"{overall.measurable:,} measured ({overall.inferred:,} inferred, marked ~), "
         f"{overall.traces - overall.measurable:,} not measurable; "

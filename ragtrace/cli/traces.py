@@ -32,6 +32,8 @@ from .._internal.names import (
     RAG_CITATION_FORMAT,
     RAG_CITATION_IDS,
     RAG_CITATION_INVALID_COUNT,
+    RAG_CITATION_OUT_OF_CONTEXT_COUNT,
+    RAG_CITATION_STATUS,
     RAG_CONTENT_MODE,
     RAG_CONTEXT_CHUNK_IDS,
     RAG_CONTEXT_CHUNK_TOKENS,
@@ -78,7 +80,8 @@ _LABEL_START = len(_LABEL_FIRST)
 
 # --- trace -> runs --------------------------------------------------------------------------------
 def rows_of(trace: Trace) -> list[Row]:
-    """The rows of one trace: one per ragtrace pipeline run, or one for the whole trace."""
+    """The rows of one trace: one per ragtrace pipeline run, or one for the whole trace (none when
+    it holds no retrieval or model call: index building, other work)."""
     spans = trace.spans
     stages: list[tuple[Span, str]] = []
     for span in spans:
@@ -86,7 +89,8 @@ def rows_of(trace: Trace) -> list[Row]:
         if stage is not None:
             stages.append((span, stage))
     if not stages:
-        return [foreign_row(trace)]
+        row = foreign_row(trace)
+        return [row] if row is not None else []
 
     by_id: dict[str, Span] = {}  # built when a span's parent is not its pipeline (see below)
     pipelines = [span for span, stage in stages if stage == STAGE_PIPELINE]
@@ -195,7 +199,7 @@ def _ragtrace_row(trace: Trace, pipeline: Span | None, members: list[tuple[Span,
     for span, stage in members:
         if stage != STAGE_GENERATE or span.get_str(RAG_GENERATION_ROLE) != ROLE_ANSWER:
             continue
-        if not (span.has(RAG_CITATION_FORMAT) or span.has(_CITED_KEY)):
+        if not (span.has(RAG_CITATION_FORMAT) or span.has(_CITED_KEY) or span.has(RAG_CITATION_STATUS)):
             continue  # an answer generation that recorded no output: not an answer online either
         cited = [str(c) for c in span.get_list(RAG_CITATION_IDS) or ()]
         context = _context_of(span, contexts, cited)
@@ -206,6 +210,8 @@ def _ragtrace_row(trace: Trace, pipeline: Span | None, members: list[tuple[Span,
                 placements=context[1] if context is not None else None,
                 cited_ids=cited,
                 invalid_citations=span.get_int(RAG_CITATION_INVALID_COUNT) or 0,
+                out_of_context_citations=span.get_int(RAG_CITATION_OUT_OF_CONTEXT_COUNT) or 0,
+                unmeasured=span.get_str(RAG_CITATION_STATUS),
             )
         )
         answer_spans.append(span)
