@@ -91,12 +91,13 @@ def llama_index_output(output: Any) -> tuple[str, Any] | None:
     yields its fields, never text."""
     if isinstance(output, Mapping) or getattr(output, "choices", None) is not None:
         return None
+    if hasattr(output, "source_nodes"):  # a query engine's Response
+        text = getattr(output, "response", None)
+        return (text, None) if isinstance(text, str) else None
+    if not hasattr(output, "additional_kwargs"):  # not a model response (an HTTP response has .text too)
+        return None
     text = getattr(output, "text", None)
     message = getattr(output, "message", None)
     if not isinstance(text, str) and message is not None and hasattr(message, "role"):
         text = getattr(message, "content", None)
-    if not isinstance(text, str):
-        text = getattr(output, "response", None)
-        if not isinstance(text, str):
-            return None
-    return text, getattr(output, "raw", None)
+    return (text, getattr(output, "raw", None)) if isinstance(text, str) else None

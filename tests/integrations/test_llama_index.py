@@ -238,3 +238,30 @@ def test_beside_openinference_nothing_breaks_and_the_figures_hold(instrumented):
     got = metrics(instrumented.one("pipeline"))
     assert (got["retrieved"], got["in_context"], got["cited"]) == (2, 2, 1)
     assert [n.node_id for n in response.source_nodes] == list(instrumented.one("assemble").attributes["rag.context.chunk_ids"])
+
+
+class OpenAIBackedLLM(CitingLLM):
+    """A LlamaIndex LLM calling the OpenAI SDK, as llama-index-llms-openai does."""
+
+    base_url: str = ""
+
+    @llm_completion_callback()
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        import openai
+
+        client = openai.OpenAI(base_url=f"{self.base_url}/v1", api_key="sk-test", max_retries=0)
+        completion = client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": prompt}])
+        return CompletionResponse(text=completion.choices[0].message.content, raw=completion)
+
+
+def test_an_llm_calling_the_openai_sdk_is_one_generation_with_both_integrations_on(instrumented, chat_server):
+    url, received = chat_server
+    ragtrace.instrument("openai")
+    try:
+        index().as_query_engine(llm=OpenAIBackedLLM(prompts=[], base_url=url), similarity_top_k=2).query(QUESTION)
+    finally:
+        ragtrace.uninstrument("openai")
+    assert len(received) == 1
+    generated = instrumented.one("generate")  # the OpenAI integration left the call to LlamaIndex's span
+    assert generated.name == "chat citing-llm"
+    assert (generated.attributes["gen_ai.usage.input_tokens"], generated.attributes["gen_ai.usage.output_tokens"]) == (42, 9)  # from raw

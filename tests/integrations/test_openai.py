@@ -194,3 +194,14 @@ def test_a_stream_records_its_time_to_first_chunk_through_the_generate_stage(ins
     assert ttfc.count == 1 and ttfc.sum == pytest.approx(first)
     (per_chunk,) = found["gen_ai.client.operation.time_per_output_chunk"]
     assert per_chunk.count == len(chunks) - 1  # one per chunk after the first
+
+
+def test_a_raw_response_is_passed_through_and_its_answer_not_guessed(instrumented, chat_server):
+    url, _ = chat_server
+    with ragtrace.rag_pipeline("openai-app", query=QUESTION):
+        messages = assembled_messages()
+        raw = client(url).chat.completions.with_raw_response.create(model="gpt-4o-mini", messages=messages)
+    assert raw.parse().choices[0].message.content == ANSWER  # the app's object, unread by ragtrace
+    generated = instrumented.one("generate").attributes
+    assert "gen_ai.output.messages" not in generated and "rag.citation.ids" not in generated
+    assert "recall_proxy" not in {k.removeprefix("rag.metrics.") for k in instrumented.one("pipeline").attributes}

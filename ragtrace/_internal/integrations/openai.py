@@ -20,7 +20,7 @@ from opentelemetry import trace
 from opentelemetry.instrumentation.utils import unwrap
 
 from ..generation import Generate
-from ..guard import call_guarded, guard
+from ..guard import call_guarded, guard, warn_once
 from ._common import inside_generation
 from .base import RagtraceInstrumentor
 
@@ -82,7 +82,10 @@ def _returned(stage: Generate, result: Any, stream: bool) -> Any:
     if stream and hasattr(result, "__anext__"):
         stage.stream_done(())
         return _AsyncStream(result, stage)
-    stage.record(result)
+    if getattr(result, "choices", None) is not None:
+        stage.record(result)
+    else:  # with_raw_response / with_streaming_response: an HTTP response, not read here
+        warn_once("openai-raw", "an OpenAI call returned %s, not a completion: its answer is not measured", type(result).__name__)
     stage.close()
     return result
 
