@@ -120,6 +120,7 @@ RAG_CONTEXT_CONTENT_HASHES: Final = "rag.context.content_hashes"
 INCLUSION_RECORDED: Final = "recorded"
 INCLUSION_LOCATED: Final = "located"
 INCLUSION_DECLARED: Final = "declared"  # the app declared each chunk's rendered text (Assemble.place)
+INCLUSION_INFERRED: Final = "inferred"  # ``ragtrace report`` only: located in another instrumentation's trace
 
 DROP_OVER_BUDGET: Final = "over_budget"
 DROP_DUPLICATE: Final = "duplicate"
