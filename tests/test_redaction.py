@@ -46,6 +46,18 @@ def is_content_key(key: str) -> bool:
     return any(p.fullmatch(key) for p in CONTENT_PATTERNS)
 
 
+PLACEHOLDER_SLOTS = [
+    re.compile(names.OI_LLM_INPUT_MESSAGES + r"\.\d+\." + re.escape(names.OI_MESSAGE_CONTENT)),
+    re.compile(names.OI_LLM_OUTPUT_MESSAGES + r"\.\d+\." + re.escape(names.OI_MESSAGE_CONTENT)),
+    re.compile(r"(retrieval\.documents|reranker\.(input|output)_documents)\.\d+\.document\.content"),
+]
+
+
+def is_placeholder(span: ReadableSpan, key: str) -> bool:
+    """A content slot Phoenix shows, carrying only the fixed redaction placeholder."""
+    return span.attributes[key] == names.REDACTED and any(p.fullmatch(key) for p in PLACEHOLDER_SLOTS)
+
+
 def exported_text(span: ReadableSpan) -> str:
     """Everything a span carries that an exporter would send, as one searchable string."""
     parts: list[Any] = [span.name, span.status.description, dict(span.attributes or {})]
@@ -190,7 +202,7 @@ def test_redact_and_hash_modes_record_no_content(spans, sdk_inputs, mode):
     assert leaked(marks, sniffer.seen) == {}  # processors never see it, at start or at end
     assert leaked(marks, sdk_inputs) == {}  # it is never even handed to the SDK
     for span in spans.all():
-        content = [k for k in span.attributes if is_content_key(k)]
+        content = [k for k in span.attributes if is_content_key(k) and not is_placeholder(span, k)]
         assert content == [], span.name
         if mode == "redact":
             assert not HASH_ONLY & set(span.attributes)
@@ -210,7 +222,7 @@ def test_redaction_removes_content_keys_and_nothing_else(spans, mode):
     redacted = {s.name + "/" + s.attributes.get(names.RAG_GENERATION_ROLE, ""): s for s in spans.all()}
     assert set(full) == set(redacted)
     for name, span in full.items():
-        kept = set(redacted[name].attributes) - HASH_ONLY
+        kept = {k for k in redacted[name].attributes if not is_placeholder(redacted[name], k)} - HASH_ONLY
         assert kept == {k for k in span.attributes if not is_content_key(k)}, name
         # per-run values (span ids, the query hash, the mode) differ between the two runs by nature
         per_run = {names.RAG_CONTENT_MODE, names.RAG_QUERY_HASH, names.RAG_CITATION_INVALID_LABELS, names.RAG_GENERATION_CONTEXT_SPAN_ID}
@@ -266,7 +278,7 @@ def test_hash_mode_adds_short_content_hashes_and_duplicates_stay_visible(spans):
     assert list(assemble[names.RAG_CONTEXT_DROPPED_REASONS]) == ["duplicate"]
     assert run.metrics["duplicate_chunks"] == 1
     assert spans.one("pipeline").attributes["rag.metrics.duplicate_chunks"] == 1
-    assert not any(is_content_key(k) for s in spans.all() for k in s.attributes)
+    assert not any(is_content_key(k) and not is_placeholder(s, k) for s in spans.all() for k in s.attributes)
 
 
 def test_proxies_are_the_same_in_every_mode(spans):
@@ -664,3 +676,30 @@ def test_a_redactor_sees_each_prompt_message_once_and_every_attribute_shows_its_
     assert attrs[names.indexed(names.OI_LLM_INPUT_MESSAGES, 1, names.OI_MESSAGE_CONTENT)] == "WHAT IS BM25?"
     assert attrs[names.OI_OUTPUT_VALUE] == "LEXICAL RANKING"
     assert attrs[names.indexed(names.OI_LLM_OUTPUT_MESSAGES, 0, names.OI_MESSAGE_CONTENT)] == "LEXICAL RANKING"
+
+
+@pytest.mark.parametrize("mode", ["redact", "hash"])
+def test_redacted_slots_phoenix_shows_carry_the_placeholder(spans, mode):
+    """Message bars and document cards say the content was withheld, rather than showing empty."""
+    ragtrace.configure(tracer_provider=spans.provider, capture_content=mode)
+    docs = [{"id": "d1", "score": 0.9, "content": "SECRET chunk"}]
+    with ragtrace.rag_pipeline("p", query="SECRET q"):
+        with ragtrace.retrieve("SECRET q") as r:
+            r.record(docs)
+        with ragtrace.rerank(model="m") as rr:
+            rr.record(docs)
+        with ragtrace.generate(model="m", prompt=[{"role": "system", "content": "SECRET sys"}, {"role": "user", "content": "SECRET q"}]) as g:
+            g.record("SECRET answer [1]")
+    retrieve, rerank, generate = (spans.one(s).attributes for s in ("retrieve", "rerank", "generate"))
+    assert retrieve["retrieval.documents.0.document.content"] == names.REDACTED
+    assert rerank["reranker.output_documents.0.document.content"] == names.REDACTED
+    assert generate["llm.input_messages.0.message.content"] == generate["llm.input_messages.1.message.content"] == names.REDACTED
+    assert generate["llm.output_messages.0.message.content"] == names.REDACTED
+    assert all("SECRET" not in exported_text(s) for s in spans.all())
+
+
+def test_full_mode_has_no_placeholder(spans):
+    ragtrace.configure(tracer_provider=spans.provider)
+    with ragtrace.generate(model="m", prompt="hello") as g:
+        g.record("hi")
+    assert names.REDACTED not in exported_text(spans.one("generate"))
