@@ -19,7 +19,7 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
 
-from . import guard
+from . import guard, keyed
 from .redaction import (
     ContentPolicy,
     Redactor,
@@ -82,6 +82,7 @@ def configure(
     capture_content: str | None = None,
     redactor: Redactor | None = None,
     full_content_sample: float | None = None,
+    hash_key: str | bytes | None = None,
     openinference: bool = True,
     max_documents: int = 10,
     max_content_chars: int = 4000,
@@ -98,6 +99,8 @@ def configure(
     ``full_content_sample`` (0 to 1): that share of pipelines records full content instead, decided
     once per pipeline at its root from its trace id (e.g. ``capture_content="redact",
     full_content_sample=0.05``); a pipeline's own ``capture_content=`` wins.
+    ``hash_key`` keys every value derived from content that is exported (ids of id-less chunks,
+    content hashes, ``rag.query.hash``); default ``RAGTRACE_HASH_KEY``, else a random key per process.
     ``batch`` picks the span processor (default: batch, except for the console exporter).
 
     Returns the TracerProvider ragtrace will use (``None`` means the global one). Invalid arguments
@@ -123,6 +126,7 @@ def configure(
         raise TypeError("tokenizer must have count(text) and truncate(text, max_tokens) methods")
     mode = check_mode(capture_content) if capture_content is not None else (mode_from_environment() or "full")
     sample = check_sample(full_content_sample, mode) if full_content_sample is not None else sample_from_environment(mode)
+    key = keyed.check_key(hash_key)
 
     provider = tracer_provider
     if exporter is not None:
@@ -134,6 +138,7 @@ def configure(
         provider = sdk_provider
         _install_globally(sdk_provider)
 
+    keyed.set_key(key)
     with _config_lock:
         _config = Config(
             tracer_provider=provider,
@@ -160,6 +165,7 @@ def restore(previous: Config) -> None:
 def reset() -> None:
     """Back to the unconfigured state (environment and defaults). For tests."""
     global _config
+    keyed.set_key(None)
     with _config_lock:
         _config = _initial()
 

@@ -7,7 +7,6 @@ own exceptions are recorded on the span and pass through untouched.
 
 from __future__ import annotations
 
-import hashlib
 import time
 
 from typing import Any
@@ -21,6 +20,7 @@ from . import figures as figures_module
 from . import names, otel_metrics, state as state_module
 from .config import Config
 from .guard import guard, warn_once
+from .keyed import query_digest
 from .spans import Attributes, all_passed, json_messages_within, record_error, trim_text, value_length_limit
 
 
@@ -270,9 +270,9 @@ def set_figures(stage: Stage, result: figures_module.Figures, *, events: bool = 
 
 
 def query_hash(query: str) -> str:
-    """Joins traces to a golden set when query text is redacted: sha256 of the normalised query."""
-    normalized = " ".join(query.lower().split())
-    return hashlib.sha256(normalized.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    """Joins traces to a golden set when query text is redacted: the keyed digest of the
+    normalised query (``keyed``), so it can't be recomputed from a guessed query without the key."""
+    return query_digest(query)
 
 
 
