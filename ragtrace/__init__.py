@@ -19,6 +19,7 @@ from ._internal.chunks import Chunk
 from ._internal.citations import CitationPattern, CitationResult, parse_citations
 from ._internal.config import configure
 from ._internal.decorators import assembler, embedder, generator, reranker, retriever
+from ._internal.integrations import instrument, uninstrument
 from ._internal.pipeline import RagPipeline
 from ._internal.redaction import Redactor
 from ._internal.assemble_stage import Assemble, Render
@@ -32,6 +33,8 @@ from ._internal.tokens import SimpleTokenizer, TiktokenTokenizer, Tokenizer
 
 __all__ = [
     "configure",
+    "instrument",
+    "uninstrument",
     "rag_pipeline",
     "embed",
     "retrieve",

@@ -134,6 +134,8 @@ DROP_NOT_IN_PROMPT: Final = "not_in_prompt"  # "declared" assembly: the declared
 RAG_GENERATION_ROLE: Final = "rag.generation.role"
 RAG_GENERATION_CONTEXT_SPAN_ID: Final = "rag.generation.context_span_id"
 ROLE_ANSWER: Final = "answer"
+ROLE_REWRITE: Final = "rewrite"  # an LLM call that shapes the query (condense, rewrite, multi-query), not the answer
+RAG_ROLE_METADATA_KEY: Final = "ragtrace_role"  # LangChain run metadata that sets a generation's role
 RAG_CITATION_IDS: Final = "rag.citation.ids"
 RAG_CITATION_VALID_COUNT: Final = "rag.citation.valid_count"
 RAG_CITATION_INVALID_COUNT: Final = "rag.citation.invalid_count"
@@ -397,4 +399,26 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(GEN_AI_EVALUATION_SCORE_LABEL, "string", "evaluation (event)", False, "The score's label, when given (pass, fail...)."),
     AttributeInfo(GEN_AI_EVALUATION_EXPLANATION, "string", "evaluation (event)", True, "The judge's explanation."),
     AttributeInfo(RAG_EVALUATION_SCORER, "string", "evaluation (event)", False, "Who scored: llm, human or code."),
+)
+
+
+class MetricInfo(NamedTuple):
+    """One row of the metric reference (docs/attributes.md, after the attributes)."""
+
+    name: str
+    instrument: str
+    unit: str
+    description: str
+
+
+METRICS: Final[tuple[MetricInfo, ...]] = (
+    MetricInfo(METRIC_OPERATION_DURATION, "histogram", "s", "Duration of each stage (rag.stage) and pipeline."),
+    MetricInfo(METRIC_RETRIEVAL_TOP_SCORE, "histogram", "1", "Score of the top-ranked retrieved chunk."),
+    MetricInfo(METRIC_CONTEXT_TOKENS, "histogram", "{token}", "Context tokens placed in the prompt."),
+    MetricInfo(METRIC_RECALL_PROXY_HISTOGRAM, "histogram", "1", "Cited-chunk recall proxy per pipeline."),
+    MetricInfo(METRIC_CONTEXT_PRECISION_HISTOGRAM, "histogram", "1", "Context precision per pipeline."),
+    MetricInfo(METRIC_EMPTY_RETRIEVALS, "counter", "{retrieval}", "Retrievals that returned nothing."),
+    MetricInfo(METRIC_TIME_TO_FIRST_CHUNK, "histogram", "s", "Streamed generations: from the generate span's start to the first chunk."),
+    MetricInfo(METRIC_TIME_PER_OUTPUT_CHUNK, "histogram", "s", "Streamed generations: one value per chunk after the first, the time since the previous chunk."),
+    MetricInfo(METRIC_SCORE_PREFIX + "<name>", "histogram", "1", "record_score: the judge scores of that name."),
 )

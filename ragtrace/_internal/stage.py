@@ -44,6 +44,7 @@ class Stage:
         self._token: object | None = None
         self._closed = False
         self._started = 0.0
+        self.start_time: int | None = None  # epoch ns, for a stage opened after the fact (integrations)
 
     # -- lifecycle -------------------------------------------------------------------------------
     # set by subclasses that have them; they name the span and label the metrics
@@ -68,6 +69,8 @@ class Stage:
 
     def open(self) -> None:
         self._started = time.perf_counter()
+        if self.start_time is not None:
+            self._started -= max(0, time.time_ns() - self.start_time) / 1e9
         with guard("span start"):
             start = {names.RAG_STAGE: self.stage, names.GEN_AI_OPERATION_NAME: self.operation}
             start.update(self.start_attributes())
@@ -75,7 +78,7 @@ class Stage:
                 start[names.OI_SPAN_KIND] = self.oi_kind
             start = {k: v for k, v in start.items() if v is not None}
             tracer = config_module.tracer(self._provider or self.config.tracer_provider)
-            self.span = tracer.start_span(self.span_name(), kind=self.span_kind, attributes=start)
+            self.span = tracer.start_span(self.span_name(), kind=self.span_kind, attributes=start, start_time=self.start_time)
             essentials = {key: start[key] for key in _ESSENTIAL_AT_START if key in start}
             self.attrs = Attributes(self.span, self.config.content, essentials, len(start))
             self.state = self.find_state()

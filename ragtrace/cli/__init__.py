@@ -1,7 +1,7 @@
 """The ``ragtrace`` command: ``ragtrace report PATH...`` and ``ragtrace eval --golden FILE PATH...``.
 
 Exit codes: 0 success; 1 a ``--fail-under`` bar was missed; 2 bad arguments or configuration;
-3 an input file can't be read; 130 interrupted. Errors are one line on stderr, never a traceback
+3 an input file can't be read or is not trace data; 4 the input holds no spans; 130 interrupted. Errors are one line on stderr, never a traceback
 (``RAGTRACE_DEBUG=1`` shows one for internal errors). See docs/cli.md.
 """
 
@@ -18,10 +18,11 @@ EXIT_OK = 0
 EXIT_GATE = 1
 EXIT_USAGE = 2
 EXIT_INPUT = 3
+EXIT_NO_SPANS = 4
 EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130
 
-__all__ = ["main", "EXIT_OK", "EXIT_GATE", "EXIT_USAGE", "EXIT_INPUT"]
+__all__ = ["main", "EXIT_OK", "EXIT_GATE", "EXIT_USAGE", "EXIT_INPUT", "EXIT_NO_SPANS"]
 
 
 class _UsageError(Exception):
@@ -145,7 +146,7 @@ def _settings(args: argparse.Namespace, diagnostics: Any) -> Any:
 
 
 def _group_by(text: str | None) -> tuple[str, ...]:
-    from .aggregate import DEFAULT_GROUP_BY
+    from .aggregator import DEFAULT_GROUP_BY
 
     if not text:
         return DEFAULT_GROUP_BY
@@ -248,12 +249,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _error_exit(error: Exception, stderr: IO[str]) -> int:
     from .eval import GoldenError
-    from .reader import InputError
+    from .inputs import InputError, NoSpansError
     from .settings import SettingsError
 
     if isinstance(error, InputError):
         stderr.write(f"ragtrace: error: {error}\n")
         return EXIT_INPUT
+    if isinstance(error, NoSpansError):
+        stderr.write(f"ragtrace: error: {error}\n")
+        return EXIT_NO_SPANS
     if isinstance(error, (_UsageError, SettingsError, GoldenError)):
         stderr.write(f"ragtrace: error: {error}\n")
         return EXIT_USAGE

@@ -18,11 +18,16 @@ MODULES = (
     "ragtrace.cli.linefile",
     "ragtrace.cli.finished",
     "ragtrace.cli.spans",
+    "ragtrace.cli.otlp_spans",
+    "ragtrace.cli.joiner",
     "ragtrace.cli.reader",
     "ragtrace.cli.row",
     "ragtrace.cli.traces",
     "ragtrace.cli.foreign",
+    "ragtrace.cli.verdicts",
+    "ragtrace.cli.distribution",
     "ragtrace.cli.aggregate",
+    "ragtrace.cli.aggregator",
     "ragtrace._internal.figures",
 )
 

@@ -19,19 +19,22 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
 from .._internal import names
 from .._internal.stage import query_hash
 from .diagnostics import Diagnostics
+from .notdata import JunkRun, binary
 from .reader import InputError, ReadStats
 from .report import ReadOptions, iter_rows, open_reader
 from .settings import Settings
 from .traces import STATUS_ATTRIBUTES_LOST, Row
 
 METRICS = ("recall", "precision", "mrr", "ndcg")
+MAX_GOLDEN_LINE_BYTES = 1 << 20  # a query and its relevant ids; longer lines are skipped
+MAX_SKIPPED_BYTES = 64 << 20  # ...unless they go on longer than this
 
 
 class GoldenError(ValueError):
@@ -93,28 +96,67 @@ class GoldenQuery:
 
 # --- the golden file ------------------------------------------------------------------------------
 def load_golden(path: str, diagnostics: Diagnostics) -> list[GoldenQuery]:
+    """The golden queries; a line over ``MAX_GOLDEN_LINE_BYTES`` is skipped with a warning, and
+    input that is plainly not JSON lines (``notdata``) stops with a ``GoldenError``."""
     try:
         handle = open(path, "rb")  # noqa: SIM115
     except OSError as error:
         raise InputError(f"cannot read {path}: {error.strerror or error}") from None
     queries: list[GoldenQuery] = []
+    junk = JunkRun()
     with handle:
-        for number, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
+        for number, raw in enumerate(_capped_lines(handle, path), start=1):
             where = f"{path}:{number}"
+            if raw is None or not raw.strip():
+                reason = junk.blank(number) if raw is not None else junk.bad(number)
+                if reason is not None:
+                    raise GoldenError(f"{path}: {reason}, not a golden file of JSON lines")
+                if raw is None:
+                    diagnostics.warn("golden", where, f"line longer than {MAX_GOLDEN_LINE_BYTES >> 20} MiB; skipped")
+                continue
             try:
                 item = json.loads(raw)
-            except ValueError as error:
-                reason = "not UTF-8" if isinstance(error, UnicodeDecodeError) else str(error).split(": line")[0]
+            except (ValueError, RecursionError) as error:
+                reason = (binary(raw, number) if len(raw) > MAX_GOLDEN_LINE_BYTES else None) or junk.bad(number)
+                if reason is not None:
+                    raise GoldenError(f"{path}: {reason}, not a golden file of JSON lines") from None
+                if isinstance(error, RecursionError):
+                    reason = "nested too deeply"
+                else:
+                    reason = "not UTF-8" if isinstance(error, UnicodeDecodeError) else str(error).split(": line")[0]
                 diagnostics.warn("golden", where, f"not valid JSON ({reason}); line skipped")
                 continue
+            junk.good()
             query = _golden_query(item, number, where, diagnostics)
             if query is not None:
                 queries.append(query)
     if not queries:
         raise GoldenError(f"{path}: no usable golden query (each line needs query or query_id, and relevant_ids)")
     return queries
+
+
+def _capped_lines(handle: IO[bytes], path: str) -> Iterator[bytes | None]:
+    """The lines of ``handle``, each None when it is longer than ``MAX_GOLDEN_LINE_BYTES`` (the
+    rest of it is read past in pieces of that size, so memory stays flat)."""
+    number = 0
+    while True:
+        number += 1
+        line = handle.readline(MAX_GOLDEN_LINE_BYTES + 1)
+        if not line:
+            return
+        if len(line) <= MAX_GOLDEN_LINE_BYTES or line.endswith(b"\n"):
+            yield line
+            continue
+        if b"\0" in line:  # binary: let the caller say so rather than read past it forever
+            yield line
+            return
+        skipped = len(line)
+        while line and not line.endswith(b"\n"):
+            if skipped > MAX_SKIPPED_BYTES:
+                raise GoldenError(f"{path}: line {number} goes on for more than {MAX_SKIPPED_BYTES >> 20} MiB, not a golden file of JSON lines")
+            line = handle.readline(MAX_GOLDEN_LINE_BYTES)
+            skipped += len(line)
+        yield None
 
 
 def _golden_query(item: Any, number: int, where: str, diagnostics: Diagnostics) -> GoldenQuery | None:

@@ -146,7 +146,7 @@ def _json(text: Any, span: Span, key: str) -> Any:
         return None
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         span.source.diagnostics.warn("bad attribute", span.where, f"span {span.span_id}: {key} is not valid JSON; ignored")
         return None
 
@@ -210,7 +210,7 @@ def _prompt(span: Span) -> Any:
     if isinstance(value, str) and span.get(names.OI_INPUT_MIME_TYPE) == names.MIME_JSON:
         try:
             parsed = json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):
             return value
         messages = parsed.get("messages") if isinstance(parsed, dict) else parsed
         if isinstance(messages, list) and all(isinstance(m, dict) for m in messages):

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .._internal.names import GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK
-from .aggregate import MAX_GROUP_VALUES, Distribution
+from .aggregator import MAX_GROUP_VALUES
+from .distribution import Distribution
 from .row import Row
 from .spans import Trace
 

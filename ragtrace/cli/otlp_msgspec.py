@@ -158,7 +158,7 @@ def _decode(line: bytes, decode: Any) -> list[Any] | None:
             return None
     try:
         request = decode(line)
-    except (DecodeError, ValidationError):
+    except (DecodeError, ValidationError, RecursionError):  # RecursionError: nested too deeply
         return None
     resources = request.resourceSpans
     if resources is None:

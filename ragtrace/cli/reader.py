@@ -9,13 +9,12 @@ Three input shapes, detected per file, each optionally gzipped (detected by magi
   ``null`` for unused value kinds and ints as numbers);
 * any mix of those across files.
 
-Spans are joined by trace id across lines and files. A trace is finished once the line (or
-document) holding its root span (no parent, or a remote parent) has been read, or ``grace_spans``
-spans later when asked (for inputs where children may come after their root: files given newest
-first, paged Phoenix exports), or at the end of input. Pending traces are capped at
-``max_pending_spans`` spans: the oldest are finished early, with a warning, so memory stays flat
-whatever the input size. Attribute values are kept as raw OTLP ``AnyValue`` objects and decoded
-only when asked for (``Span.get``, in ``spans``).
+This module reads lines and documents and decodes them; ``inputs`` finds and opens the files,
+``otlp_spans`` turns parsed JSON into spans, and ``joiner`` joins spans by trace id across lines
+and files and decides when a trace is finished (once the line or document holding its root span
+has been read, or ``grace_spans`` spans later when asked, or at the end of input), in bounded
+memory. Attribute values are kept as raw OTLP ``AnyValue`` objects and decoded only when asked
+for (``Span.get``, in ``spans``).
 
 Two JSON decoders give the same spans, values and warnings (the tests run every CLI test with
 both): the standard library's ``json``, and, when ``msgspec`` is installed (in the ``cli`` extra),
@@ -32,24 +31,20 @@ everything else is a warning with ``file:line``.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import gzip
 import io
 import json
 import os
 import zlib
-from collections import deque
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from .._internal.names import EVALUATION_SPAN_NAME
 from .diagnostics import Diagnostics, Progress
-from .finished import FinishedTraces
-from .linefile import READ_CHUNK, Lines
-from .spans import Source, Span, Trace
+from .inputs import InputError, open_input, resolve_inputs, total_bytes
+from .notdata import JunkRun, binary
+from .joiner import DEFAULT_GRACE_SPANS, DEFAULT_MAX_PENDING_SPANS, ReadStats, TraceJoiner
+from .otlp_spans import hex_id, json_span, raw_spans, struct_span
+from .spans import Source, Trace
 
 try:  # the optional fast decoder (pip install 'ragtrace[cli]')
     from . import otlp_msgspec as _msgspec
@@ -57,30 +52,28 @@ except ImportError:  # pragma: no cover - depends on the environment
     _msgspec = None  # type: ignore[assignment]
 _MSGSPEC_ERRORS: tuple[type[Exception], ...] = (_msgspec.DecodeError, _msgspec.ValidationError) if _msgspec is not None else ()
 
+__all__ = [
+    "DECODERS", "DEFAULT_GRACE_SPANS", "DEFAULT_MAX_PENDING_SPANS", "InputError", "ReadStats", "TraceReader",
+    "fast_decoder_available", "resolve_decoder",
+]
+
 DECODER_AUTO = "auto"
 DECODER_MSGSPEC = "msgspec"
 DECODER_JSON = "json"
 DECODERS = (DECODER_AUTO, DECODER_MSGSPEC, DECODER_JSON)
 AUTO_DECODER = DECODER_MSGSPEC if _msgspec is not None else DECODER_JSON  # what "auto" means here
 
+# What one line or document may hold, so memory stays flat whatever the input: bytes, and JSON
+# values (a line of millions of tiny objects costs some 25 times its size once parsed). Values are
+# counted, as "{", "[" and "," bytes, only in lines from _COUNT_VALUES_FROM bytes on: below that,
+# the worst case is small. A 64 MiB line of real spans holds about 3 million.
 MAX_LINE_BYTES = 64 * 1024 * 1024  # longer lines are skipped with a warning
-MAX_DOCUMENT_BYTES = 512 * 1024 * 1024  # a single (non-lines) JSON document is parsed whole
-DEFAULT_GRACE_SPANS = 0  # finish a trace right after the line (or document) holding its root
-DEFAULT_MAX_PENDING_SPANS = 100_000
-_SCORE_SPAN = EVALUATION_SPAN_NAME + " "  # record_score's spans: joined to their runs by ScoreJoin
-_FINISHED_MEMORY = 20_000  # finished trace ids remembered, to recognise late spans (bounded)
+MAX_DOCUMENT_BYTES = 64 * 1024 * 1024  # a single (non-lines) JSON document is parsed whole
+MAX_JSON_VALUES = 4_000_000
+_COUNT_VALUES_FROM = 4 * 1024 * 1024
+MAX_SKIPPED_BYTES = 1 << 30  # a line that goes on longer than this is not trace data
 PIECEWISE_BYTES = 256 * 1024  # fast-decoder lines at least this long are read a few spans at a time
 _PIECE_SPANS = 64  # ...this many (see TraceReader._ingest_pieces)
-_READ_BUFFER = 1 << 20  # the raw file's buffer: gzip inputs are read through it (plain files by linefile.Lines)
-
-_GZIP_MAGIC = b"\x1f\x8b"
-_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-# opentelemetry.proto.trace.v1.SpanFlags: the parent is known to be remote (span is a local root)
-_REMOTE_PARENT = 0x100 | 0x200
-
-class InputError(Exception):
-    """An input file that can't be opened or read at all; the message is one line."""
-
 
 def fast_decoder_available() -> bool:
     """Whether ``msgspec`` is installed, so ``decoder="msgspec"`` (and "auto") can use it."""
@@ -98,77 +91,23 @@ def resolve_decoder(decoder: str) -> str:
     return decoder
 
 
-@dataclass(slots=True, eq=False)
-class _Pending:
-    spans: list[Span] = field(default_factory=list)
-    root_seen: bool = False
+
+_MALFORMED = object()  # a line json can't parse
 
 
-@dataclass(slots=True)
-class ReadStats:
-    files: int = 0
-    bytes: int = 0
-    lines: int = 0
-    spans: int = 0
-    traces: int = 0
-    late_spans: int = 0
-    evicted_traces: int = 0
+def _values(text: bytes) -> int:
+    """An upper bound on the JSON values (objects, arrays, and items after the first) in ``text``."""
+    return text.count(b"{") + text.count(b"[") + text.count(b",")
 
 
-def resolve_inputs(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
-    """The files to read, in order: files as given, directories as their sorted visible files.
-
-    Raises ``InputError`` for a path that doesn't exist or can't be read.
-    """
-    files: list[Path] = []
-    for given in paths:
-        path = Path(given)
-        try:
-            if path.is_dir():
-                entries = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
-                if not entries:
-                    raise InputError(f"cannot read {path}: the directory holds no files")
-                files.extend(entries)
-                continue
-            with open(path, "rb"):
-                pass
-        except InputError:
-            raise
-        except OSError as error:
-            raise InputError(f"cannot read {path}: {error.strerror or error}") from None
-        files.append(path)
-    return files
-
-
-def _hex_id(value: Any, hex_length: int) -> str:
-    """Hex ids as they are; base64 ids (protobuf's JSON mapping) converted to hex."""
-    if type(value) is str:
-        if len(value) == hex_length:
-            return value
-        if value and len(value) == 4 * ((hex_length // 2 + 2) // 3):
-            try:
-                return base64.b64decode(value, validate=True).hex()
-            except (binascii.Error, ValueError):
-                return value
-        return value
-    return "" if value is None else str(value)
-
-
-def _json_error(error: ValueError) -> str:
+def _json_error(error: ValueError | RecursionError) -> str:
+    if isinstance(error, RecursionError):
+        return "nested too deeply"
     if isinstance(error, UnicodeDecodeError):
         return "not UTF-8"
     message = getattr(error, "msg", None) or str(error)
     column = getattr(error, "colno", None)
     return f"column {column}: {message}" if column else message
-
-
-def _nanos(value: Any) -> int:
-    if not value:
-        return 0
-    try:
-        return int(value)
-    except (TypeError, ValueError, OverflowError):  # OverflowError: a time of 1e400 (inf)
-        return 0
 
 
 class TraceReader:
@@ -187,205 +126,48 @@ class TraceReader:
         self.files = resolve_inputs(paths)
         self.diagnostics = diagnostics
         self.progress = progress
-        self.grace_spans = max(0, grace_spans)
-        self.max_pending_spans = max(1, max_pending_spans)
         self.decoder = resolve_decoder(decoder)
         self.stats = ReadStats()
-        self._pending: dict[str, _Pending] = {}
-        self._pending_spans = 0
-        self._ready: deque[tuple[int, str]] = deque()
-        self._finished = FinishedTraces(_FINISHED_MEMORY)
+        self.joiner = TraceJoiner(diagnostics, self.stats, grace_spans=grace_spans, max_pending_spans=max_pending_spans)
 
-    @staticmethod
-    def total_bytes(files: Iterable[Path]) -> int:
-        total = 0
-        for path in files:
-            try:
-                total += path.stat().st_size
-            except OSError:
-                pass
-        return total
+    total_bytes = staticmethod(total_bytes)
 
     # -- traces ------------------------------------------------------------------------------------
     def __iter__(self) -> Iterator[Trace]:
         for path in self.files:
             yield from self._read_file(path)
-        for trace_id in list(self._pending):
-            yield self._finish(trace_id)
-
-    def _add(self, raw: Any, source: Source, line: int) -> None:
-        if type(raw) is not dict:
-            self.diagnostics.warn("malformed span", f"{source.name}:{line}", "a span is not a JSON object; skipped")
-            return
-        get = raw.get
-        trace_id = get("traceId")
-        if trace_id is None:
-            trace_id = get("trace_id")
-            span_id = get("span_id")
-            parent_id = get("parent_span_id")
-            start = get("start_time_unix_nano")
-            end = get("end_time_unix_nano")
-        else:
-            span_id = get("spanId")
-            parent_id = get("parentSpanId")
-            start = get("startTimeUnixNano")
-            end = get("endTimeUnixNano")
-        trace_id = _hex_id(trace_id, 32)
-        span_id = _hex_id(span_id, 16)
-        if not trace_id or not span_id:
-            self.diagnostics.warn("malformed span", f"{source.name}:{line}", "a span has no traceId or spanId; skipped")
-            return
-        parent_id = _hex_id(parent_id, 16) if parent_id else ""
-        try:
-            attrs = {kv["key"]: kv.get("value") for kv in get("attributes") or ()}
-            well_formed = all(type(key) is str for key in attrs)
-        except (KeyError, TypeError, AttributeError):
-            well_formed = False
-        if not well_formed:
-            attrs = {}
-            for kv in get("attributes") or ():
-                if isinstance(kv, dict) and isinstance(kv.get("key"), str):
-                    attrs[kv["key"]] = kv.get("value")
-            self.diagnostics.warn("malformed span", f"{source.name}:{line}", f"span {span_id}: malformed attribute entries skipped")
-        flags = get("flags")
-        local_root = not parent_id or (type(flags) is int and flags & _REMOTE_PARENT == _REMOTE_PARENT)
-        name = get("name")
-        self._append(
-            Span(
-                trace_id,
-                span_id,
-                parent_id,
-                name if type(name) is str else "",
-                _nanos(start),
-                _nanos(end),
-                attrs,
-                get("events") or None,
-                local_root,
-                source,
-                line,
-            )
-        )
-
-    def _append(self, span: Span) -> bool:
-        """Join ``span`` to its pending trace; False when it arrived after its trace was finished."""
-        trace_id, span_id, local_root = span.trace_id, span.span_id, span.local_root
-        self.stats.spans += 1
-        pending = self._pending.get(trace_id)
-        # a score (record_score) may come before or after its run, from a judge whose span has a
-        # remote parent: it is never late and never finishes a trace (ScoreJoin joins it)
-        score = local_root and span.name.startswith(_SCORE_SPAN)
-        if score:
-            local_root = False
-        if pending is None:
-            if trace_id in self._finished and not (score or span.name.startswith(_SCORE_SPAN)):
-                self.stats.late_spans += 1
-                self.diagnostics.warn(
-                    "late span",
-                    span.where,
-                    f"span {span_id} of trace {trace_id} arrived after its trace was finished and reported; "
-                    "it is left out (pass files oldest first, or raise --grace-spans)",
-                )
-                return False
-            pending = self._pending[trace_id] = _Pending()
-        pending.spans.append(span)
-        self._pending_spans += 1
-        if local_root and not pending.root_seen:
-            pending.root_seen = True
-            self._ready.append((self.stats.spans + self.grace_spans, trace_id))
-        return True
-
-    def _flush(self) -> Iterator[Trace]:
-        """Traces whose root arrived long enough ago, then the oldest ones if too many are pending."""
-        ready, seen = self._ready, self.stats.spans
-        while ready and ready[0][0] <= seen:
-            _, trace_id = ready.popleft()
-            if trace_id in self._pending:
-                yield self._finish(trace_id)
-        while self._pending_spans > self.max_pending_spans and self._pending:
-            trace_id = next(iter(self._pending))
-            pending = self._pending[trace_id]
-            if not pending.root_seen:
-                first = pending.spans[0]
-                self.stats.evicted_traces += 1
-                self.diagnostics.warn(
-                    "trace finished early",
-                    first.where,
-                    f"trace {trace_id}: no root span after {self.max_pending_spans:,} pending spans; "
-                    "reported without it (raise --max-pending-spans if its root comes much later)",
-                )
-            yield self._finish(trace_id, evicted=not pending.root_seen)
-
-    def _finish(self, trace_id: str, *, evicted: bool = False) -> Trace:
-        pending = self._pending.pop(trace_id)
-        self._pending_spans -= len(pending.spans)
-        self._finished.add(trace_id)
-        self.stats.traces += 1
-        return Trace(trace_id, pending.spans, pending.root_seen, evicted)
-
-    # -- documents ---------------------------------------------------------------------------------
-    def _walk(self, document: Any, source: Source, line: int) -> None:
-        """Every span of one parsed JSON value (an export request, a Phoenix page, a list...)."""
-        if type(document) is list:
-            for item in document:
-                if type(item) is dict and ("traceId" in item or "trace_id" in item):
-                    self._add(item, source, line)
-                else:
-                    self._walk(item, source, line)
-            return
-        if type(document) is not dict:
-            self.diagnostics.warn("not a trace export", f"{source.name}:{line}", "a JSON value that is not an OTLP trace export; skipped")
-            return
-        resource_spans = document.get("resourceSpans")
-        if resource_spans is None:
-            resource_spans = document.get("resource_spans")
-        if resource_spans is not None:
-            for resource in resource_spans or ():
-                scopes = resource.get("scopeSpans")
-                if scopes is None:
-                    scopes = resource.get("scope_spans") or resource.get("instrumentationLibrarySpans") or ()
-                for scope in scopes:
-                    for raw in scope.get("spans") or ():
-                        self._add(raw, source, line)
-            return
-        data = document.get("data")
-        if type(data) is list:  # Phoenix's /spans/otlpv1 page
-            self._walk(data, source, line)
-            return
-        if "traceId" in document or "trace_id" in document:
-            self._add(document, source, line)
-            return
-        if document:
-            self.diagnostics.warn(
-                "not a trace export",
-                f"{source.name}:{line}",
-                "a JSON object without resourceSpans (metrics or logs?); skipped",
-            )
+        yield from self.joiner.rest()
 
     def _ingest(self, document: Any, source: Source, line: int) -> Iterator[Trace]:
+        """The spans of one value parsed by ``json``, then the traces they finish."""
+        append = self.joiner.append
         try:
-            self._walk(document, source, line)
+            for raw in raw_spans(document, source, line):
+                span = json_span(raw, source, line)
+                if span is not None:
+                    append(span)
         except (AttributeError, TypeError, KeyError) as error:
             self.diagnostics.warn(
                 "malformed export",
                 f"{source.name}:{line}",
                 f"unexpected structure in an export request ({type(error).__name__}: {error}); the rest of it is skipped",
             )
-        yield from self._flush()
+        yield from self.joiner.flush()
 
     def _ingest_fast(self, spans: list[Any], source: Source, line: int) -> Iterator[Trace]:
-        """The span structs of one line decoded by ``otlp_msgspec``: ``_add`` and ``_ingest`` in one loop.
+        """The span structs of one line decoded by ``otlp_msgspec``, then the traces they finish.
 
         Attribute values stay ``msgspec.Raw`` slices of the line; spans whose trace is still open
         once the line is done are copied out of it (``Span.detach``), so memory stays flat.
         """
-        add = self._add_fast
-        sliced: list[Span] = []
+        append = self.joiner.append
+        sliced = []
         for raw in spans:
-            span = add(raw, raw.attributes, source, line)
-            if span is not None:
+            span = struct_span(raw, raw.attributes, source, line)
+            if span is not None and append(span):
                 sliced.append(span)
-        yield from self._flush()
-        pending = self._pending
+        yield from self.joiner.flush()
+        pending = self.joiner.pending
         if pending:
             for span in sliced:
                 if span.trace_id in pending:
@@ -407,9 +189,10 @@ class TraceReader:
         would have sent the whole line there, and the spans before it are what ``json`` would have
         made of them too.
         """
-        last = {_hex_id(head.traceId, 32): index for index, head in enumerate(heads)}
-        ready, pending, diagnostics = self._ready, self._pending, self.diagnostics
-        decode, add_fast = _msgspec.decode_attributes, self._add_fast  # type: ignore[union-attr]
+        last = {hex_id(head.traceId, 32): index for index, head in enumerate(heads)}
+        joiner, diagnostics = self.joiner, self.diagnostics
+        append, pending = joiner.append, joiner.pending
+        decode = _msgspec.decode_attributes  # type: ignore[union-attr]
         touched: set[str] = set()
         typed = True  # False from the first span whose attributes the typed decode rejects
         count = len(heads)
@@ -424,21 +207,21 @@ class TraceReader:
                         except _MSGSPEC_ERRORS:
                             typed = False
                     if typed:
-                        span = add_fast(head, attributes, source, line)
-                        if span is not None:
+                        span = struct_span(head, attributes, source, line)
+                        if span is not None and append(span):
                             touched.add(span.trace_id)
                     else:  # the head passed msgspec, which is stricter than json: json reads it
-                        self._add(_msgspec.parsed_span(head), source, line)  # type: ignore[union-attr]
-                while ready and ready[0][0] <= self.stats.spans and last.get(ready[0][1], -1) < stop:
-                    trace_id = ready.popleft()[1]
-                    if trace_id in pending:
-                        diagnostics.holding = True
-                        yield self._finish(trace_id)
-                        diagnostics.holding = False
+                        span = json_span(_msgspec.parsed_span(head), source, line)  # type: ignore[union-attr]
+                        if span is not None:
+                            append(span)
+                for trace in joiner.due_before(last, stop):
+                    diagnostics.holding = True
+                    yield trace
+                    diagnostics.holding = False
         finally:
             diagnostics.holding = False
             diagnostics.release()
-        yield from self._flush()
+        yield from joiner.flush()
         for trace_id in touched:
             waiting = pending.get(trace_id)
             if waiting is not None:
@@ -446,74 +229,9 @@ class TraceReader:
                     if span.line == line and span.source is source:
                         span.detach()
 
-    def _add_fast(self, raw: Any, attributes: list[Any] | None, source: Source, line: int) -> Span | None:
-        """One span struct decoded by ``otlp_msgspec`` and its attribute list, as ``_add`` reads a
-        parsed span: the span, if it joined a trace (None when it was malformed or late)."""
-        trace_id = raw.traceId
-        if type(trace_id) is not str or len(trace_id) != 32:
-            trace_id = _hex_id(trace_id, 32)
-        span_id = raw.spanId
-        if type(span_id) is not str or len(span_id) != 16:
-            span_id = _hex_id(span_id, 16)
-        if not trace_id or not span_id:
-            self.diagnostics.warn("malformed span", f"{source.name}:{line}", "a span has no traceId or spanId; skipped")
-            return None
-        parent_id = raw.parentSpanId
-        if parent_id:
-            if type(parent_id) is not str or len(parent_id) != 16:
-                parent_id = _hex_id(parent_id, 16)
-        else:
-            parent_id = ""
-        flags = raw.flags
-        name = raw.name
-        try:  # _nanos, inline
-            start = int(raw.startTimeUnixNano)
-        except (TypeError, ValueError, OverflowError):
-            start = 0
-        try:
-            end = int(raw.endTimeUnixNano)
-        except (TypeError, ValueError, OverflowError):
-            end = 0
-        span = Span(
-            trace_id,
-            span_id,
-            parent_id,
-            name if type(name) is str else "",
-            start,
-            end,
-            {kv.key: kv.value for kv in attributes} if attributes else {},
-            raw.events,
-            not parent_id or (type(flags) is int and flags & _REMOTE_PARENT == _REMOTE_PARENT),
-            source,
-            line,
-        )
-        return span if self._append(span) else None
-
     # -- files -------------------------------------------------------------------------------------
-    def _open(self, path: Path) -> tuple[IO[bytes], IO[bytes]]:
-        """(stream to read lines from, raw file for the progress position)."""
-        try:
-            raw = open(path, "rb", buffering=_READ_BUFFER)  # noqa: SIM115 - closed by _read_file
-        except OSError as error:
-            raise InputError(f"cannot read {path}: {error.strerror or error}") from None
-        try:
-            magic = raw.peek(4)[:4] if hasattr(raw, "peek") else b""
-        except OSError as error:
-            raw.close()
-            raise InputError(f"cannot read {path}: {error.strerror or error}") from None
-        if magic.startswith(_GZIP_MAGIC):
-            return gzip.GzipFile(fileobj=raw, mode="rb"), raw  # type: ignore[return-value]
-        if magic.startswith(_ZSTD_MAGIC):
-            raw.close()
-            raise InputError(f"cannot read {path}: zstd-compressed; decompress it first (zstd -d)")
-        try:
-            size = os.fstat(raw.fileno()).st_size
-        except (OSError, ValueError):
-            size = READ_CHUNK
-        return Lines(raw, size), raw  # type: ignore[return-value]
-
     def _read_file(self, path: Path) -> Iterator[Trace]:
-        stream, raw = self._open(path)
+        stream, raw = open_input(path)
         source = Source(str(path), self.diagnostics)
         self.stats.files += 1
         try:
@@ -535,6 +253,8 @@ class TraceReader:
         progress = self.progress
         loads = json.loads
         fast = _msgspec.decode_request if self.decoder == DECODER_MSGSPEC else None  # type: ignore[union-attr]
+        junk = JunkRun()
+        spans_before = self.stats.spans  # to tell whether this file has given any span yet
         while True:
             try:
                 line = stream.readline(MAX_LINE_BYTES)
@@ -549,54 +269,82 @@ class TraceReader:
                 return
             line_number += 1
             self.stats.lines += 1
+            if line.isspace():
+                if (reason := junk.blank(line_number)) is not None:
+                    return self._not_trace_data(source, line_number, reason, spans_before)
+                continue
             if len(line) >= MAX_LINE_BYTES and not line.endswith(b"\n"):
-                self.diagnostics.warn(
-                    "huge line",
-                    f"{source.name}:{line_number}",
-                    f"line longer than {MAX_LINE_BYTES // 1_048_576} MiB; skipped",
-                )
-                if not self._skip_rest_of_line(stream, source, line_number):
+                if (reason := binary(line, line_number) or junk.bad(line_number)) is not None:
+                    return self._not_trace_data(source, line_number, reason, spans_before)
+                self.diagnostics.warn("huge line", f"{source.name}:{line_number}", f"line longer than {MAX_LINE_BYTES >> 20} MiB; skipped")
+                ended = self._skip_rest_of_line(stream)
+                if ended is None:
+                    reason = f"line {line_number} goes on for more than {MAX_SKIPPED_BYTES >> 20:,} MiB"
+                    return self._not_trace_data(source, line_number, reason, spans_before)
+                if not ended:
                     return
                 continue
-            if fast is not None:
-                traces = None
-                if len(line) >= PIECEWISE_BYTES and (heads := _msgspec.decode_heads(line)) is not None:  # type: ignore[union-attr]
-                    traces = self._ingest_pieces(heads, source, line_number)
-                elif (spans := fast(line)) is not None:
-                    traces = self._ingest_fast(spans, source, line_number)
-                if traces is not None:
-                    first = False
-                    yield from traces
-                    if progress is not None:
-                        progress.update(raw.tell(), self.stats.spans)
-                    continue
-            if first:
-                if not line.strip():
-                    continue
-                first = False
-                try:
-                    document = loads(line)
-                except ValueError:
-                    if line.lstrip()[:1] in (b"{", b"["):
-                        yield from self._read_document(line, stream, source)
-                        return
-                    document = None
-                    self._malformed(source, line_number, line)
-                if document is not None:
-                    yield from self._ingest(document, source, line_number)
+            if len(line) >= _COUNT_VALUES_FROM and (values := _values(line)) > MAX_JSON_VALUES:
+                junk.bad(line_number)
+                self._too_many_values(source, line_number, f"line of {len(line) >> 20} MiB", values)
                 continue
             try:
-                document = loads(line)
-            except ValueError:
-                if line.strip():
+                if fast is not None:
+                    traces = None
+                    if len(line) >= PIECEWISE_BYTES and (heads := _msgspec.decode_heads(line)) is not None:  # type: ignore[union-attr]
+                        traces = self._ingest_pieces(heads, source, line_number)
+                    elif (spans := fast(line)) is not None:
+                        traces = self._ingest_fast(spans, source, line_number)
+                    if traces is not None:
+                        first = False
+                        junk.good()
+                        yield from traces
+                        if progress is not None:
+                            progress.update(raw.tell(), self.stats.spans)
+                        continue
+                try:
+                    document = loads(line)
+                except RecursionError:
+                    document = _MALFORMED
+                except ValueError:
+                    if first and line.lstrip()[:1] in (b"{", b"["):  # the start of one document over many lines
+                        yield from self._read_document(line, stream, source)
+                        return
+                    document = _MALFORMED
+                first = False
+                if document is _MALFORMED:
+                    if (reason := junk.bad(line_number)) is not None:
+                        return self._not_trace_data(source, line_number, reason, spans_before)
                     self._malformed(source, line_number, line)
+                    continue
+                junk.good()
+                yield from self._ingest(document, source, line_number)
+            except RecursionError:  # a safety net: nesting right at the limit, accepted by one decode and not the next
+                self._malformed(source, line_number, line, "the rest of the line is skipped")
                 continue
-            yield from self._ingest(document, source, line_number)
             if progress is not None:
                 progress.update(raw.tell(), self.stats.spans)
 
-    def _skip_rest_of_line(self, stream: IO[bytes], source: Source, line_number: int) -> bool:
-        while True:
+    def _not_trace_data(self, source: Source, line_number: int, reason: str, spans_before: int) -> None:
+        """Stop reading a file that is plainly not trace data: an error when it gave no span, else
+        the rest of it is skipped with a warning (the zeros a crash leaves at the end of a log)."""
+        if self.stats.spans == spans_before:
+            raise InputError(f"{source.name}: not trace data: {reason}")
+        self.diagnostics.warn("not trace data", f"{source.name}:{line_number}", f"not trace data: {reason}; the rest of the file is skipped")
+
+    def _too_many_values(self, source: Source, line_number: int, what: str, values: int) -> None:
+        self.diagnostics.warn(
+            "huge line",
+            f"{source.name}:{line_number}",
+            f"{what} holds more than {MAX_JSON_VALUES:,} JSON values ({values:,}); skipped",
+        )
+
+    @staticmethod
+    def _skip_rest_of_line(stream: IO[bytes]) -> bool | None:
+        """Read past the end of an overlong line: True when the next line can be read, False at the
+        end of input, None when the line goes on for more than ``MAX_SKIPPED_BYTES``."""
+        skipped = 0
+        while skipped < MAX_SKIPPED_BYTES:
             try:
                 piece = stream.readline(MAX_LINE_BYTES)
             except (EOFError, OSError, zlib.error):
@@ -605,15 +353,17 @@ class TraceReader:
                 return False
             if piece.endswith(b"\n"):
                 return True
+            skipped += len(piece)
+        return None
 
-    def _malformed(self, source: Source, line_number: int, line: bytes) -> None:
+    def _malformed(self, source: Source, line_number: int, line: bytes, outcome: str = "line skipped") -> None:
         try:
             json.loads(line)
-        except ValueError as error:
+        except (ValueError, RecursionError) as error:
             reason = _json_error(error)
-        else:  # pragma: no cover - only called for lines that failed to parse
-            return
-        self.diagnostics.warn("malformed line", f"{source.name}:{line_number}", f"not valid JSON ({reason}); line skipped")
+        else:
+            reason = "nested too deeply"  # the line parses here, one call shallower than where it failed
+        self.diagnostics.warn("malformed line", f"{source.name}:{line_number}", f"not valid JSON ({reason}); {outcome}")
 
     def _read_document(self, first_line: bytes, stream: IO[bytes], source: Source) -> Iterator[Trace]:
         """The file is one JSON document spread over several lines (e.g. pretty-printed)."""
@@ -627,13 +377,16 @@ class TraceReader:
             self.diagnostics.warn(
                 "huge document",
                 f"{source.name}:1",
-                f"a single JSON document larger than {MAX_DOCUMENT_BYTES // 1_048_576} MiB; file skipped (use JSON lines)",
+                f"a single JSON document larger than {MAX_DOCUMENT_BYTES >> 20} MiB; file skipped (use JSON lines)",
             )
             return
         self.stats.lines += text.count(b"\n")
+        if len(text) >= _COUNT_VALUES_FROM and (values := _values(text)) > MAX_JSON_VALUES:
+            self._too_many_values(source, 1, f"a JSON document of {len(text) >> 20} MiB", values)
+            return
         try:
             document = json.loads(text)
-        except ValueError as error:
+        except (ValueError, RecursionError) as error:
             where = f"{source.name}:{getattr(error, 'lineno', 1)}"
             self.diagnostics.warn(
                 "malformed document",
@@ -645,7 +398,7 @@ class TraceReader:
                     continue
                 try:
                     parsed = json.loads(line)
-                except ValueError:
+                except (ValueError, RecursionError):
                     self._malformed(source, number, line)
                     continue
                 yield from self._ingest(parsed, source, number)

@@ -14,7 +14,8 @@ from collections.abc import Callable, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from .._internal import names
-from .aggregate import PERCENTILES, SUMMARY_FIGURES, Group, Verdict, reason_text
+from .aggregate import PERCENTILES, SUMMARY_FIGURES, Group
+from .verdicts import Verdict, reason_text
 from .traces import Row
 
 if TYPE_CHECKING:

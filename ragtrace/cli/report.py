@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from .._internal.names import METRIC_RECALL_PROXY
-from .aggregate import DEFAULT_GROUP_BY, Aggregator
+from .aggregator import DEFAULT_GROUP_BY, Aggregator
 from .diagnostics import Diagnostics, Progress, wants_progress
+from .inputs import NoSpansError
 from .latency import StreamLatency
 from .reader import DECODER_AUTO, DEFAULT_GRACE_SPANS, DEFAULT_MAX_PENDING_SPANS, ReadStats, TraceReader
 from .render import row_record
@@ -82,6 +83,7 @@ def iter_rows(
     reader: TraceReader, diagnostics: Diagnostics, scores: ScoreJoin | None = None, latency: StreamLatency | None = None
 ) -> Iterator[Row]:
     """Every pipeline run of every trace; a trace that breaks the rebuild is a warning, not a crash.
+    Raises ``NoSpansError`` when the input held no span at all.
 
     Score spans (``record_score``) are taken out first: they go to ``scores``, never into a row.
 
@@ -118,6 +120,8 @@ def iter_rows(
     finally:
         if enabled:
             gc.enable()
+    if reader.stats.spans == 0:
+        raise NoSpansError(reader.files)
 
 
 def run_report(

@@ -28,7 +28,8 @@ from .._internal.names import (
     RAG_STAGE,
     STAGE_EVALUATION,
 )
-from .aggregate import PERCENTILES, Distribution
+from .aggregate import PERCENTILES
+from .distribution import Distribution
 from .row import Row
 from .settings import SCORE_PREFIX
 from .spans import Span, Trace

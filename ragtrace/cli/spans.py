@@ -121,7 +121,7 @@ if _msgspec is not None:
     _string_value, _int_value = _msgspec.string_value, _msgspec.int_value
     _bool_value, _number_value, _UNSET = _msgspec.bool_value, _msgspec.number_value, _msgspec.UNSET
     _string_array, _int_array, _bool_array = _msgspec.string_array, _msgspec.int_array, _msgspec.bool_array
-    _RAW_ERRORS: tuple[type[Exception], ...] = (_msgspec.DecodeError, _msgspec.ValidationError)
+    _RAW_ERRORS: tuple[type[Exception], ...] = (_msgspec.DecodeError, _msgspec.ValidationError, RecursionError)
 else:  # pragma: no cover - depends on the environment
     _RAW_ERRORS = ()
 _RAW_OR_VALUE_ERRORS = (*_RAW_ERRORS, ValueError)  # a tuple, not a starred except clause: Cython compiles this module
@@ -139,7 +139,7 @@ def decode_value(raw: Any) -> Any:
         except _RAW_ERRORS:
             try:
                 raw = _msgspec.load(raw)  # type: ignore[union-attr]  # what msgspec rejects and json accepts
-            except ValueError as error:
+            except (ValueError, RecursionError) as error:
                 raise BadValue(f"{type(error).__name__}: {error}") from None
     if not raw:
         return None
@@ -197,7 +197,7 @@ class Span:
         if type(events) is _Raw:
             try:
                 events = _msgspec.load(events)  # type: ignore[union-attr]
-            except ValueError:
+            except (ValueError, RecursionError):
                 events = None
             self.raw_events = events = events or None
         return events

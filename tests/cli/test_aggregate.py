@@ -6,7 +6,12 @@ import pytest
 
 from ragtrace._internal import names
 from ragtrace.cli import aggregate
-from ragtrace.cli.aggregate import Aggregator, Distribution, Series, recommend, top_k_bucket, verdict
+from ragtrace.cli import aggregator as aggregator_module
+from ragtrace.cli import distribution as distribution_module
+from ragtrace.cli.aggregator import Aggregator, top_k_bucket
+from ragtrace.cli.distribution import Distribution, Series
+from ragtrace.cli.recommend import recommend
+from ragtrace.cli.verdicts import verdict
 from ragtrace.cli.settings import DEFAULT_THRESHOLDS
 from ragtrace.cli.traces import Row
 
@@ -47,7 +52,7 @@ def test_nearest_rank_percentiles():
 
 
 def test_distribution_stays_bounded(monkeypatch):
-    monkeypatch.setattr(aggregate, "MAX_DISTINCT", 100)
+    monkeypatch.setattr(distribution_module, "MAX_DISTINCT", 100)
     distribution = Distribution()
     for index in range(10_000):
         distribution.add(index / 10_000)
@@ -59,7 +64,7 @@ def test_distribution_stays_bounded(monkeypatch):
 
 
 def test_series_buckets_double_to_stay_bounded(monkeypatch):
-    monkeypatch.setattr(aggregate, "MAX_BUCKETS", 8)
+    monkeypatch.setattr(distribution_module, "MAX_BUCKETS", 8)
     series = Series()
     minute = 60 * 10**9
     for index in range(100):
@@ -145,7 +150,7 @@ def test_recommendations_per_pipeline_when_there_are_several():
 
 
 def test_group_values_are_capped(monkeypatch):
-    monkeypatch.setattr(aggregate, "MAX_GROUP_VALUES", 3)
+    monkeypatch.setattr(aggregator_module, "MAX_GROUP_VALUES", 3)
     aggregator = Aggregator(DEFAULT_THRESHOLDS)
     for n in range(10):
         aggregator.add(_row(n, pipeline=f"p{n}"))
@@ -193,13 +198,13 @@ def _state(group: aggregate.Group) -> dict:
     }
 
 
-@pytest.mark.parametrize("limit", [1, 3, aggregate.PENDING_LIMIT])
+@pytest.mark.parametrize("limit", [1, 3, aggregator_module.PENDING_LIMIT])
 def test_counted_contributions_equal_adding_rows_one_by_one(monkeypatch, limit):
     """The Aggregator counts equal rows before applying them: the groups must end up exactly as
     if every row had been added on its own (Group.add), whatever the flush limit."""
     import random
 
-    monkeypatch.setattr(aggregate, "PENDING_LIMIT", limit)
+    monkeypatch.setattr(aggregator_module, "PENDING_LIMIT", limit)
     rng = random.Random(limit)
     rows = []
     for n in range(400):

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from ragtrace.cli import main, reader
+from ragtrace.cli import joiner, main, reader
+from ragtrace.cli import spans as spans_module
 from ragtrace.cli.diagnostics import Diagnostics
 from ragtrace.cli.reader import TraceReader
 
@@ -218,8 +219,8 @@ def test_pretty_printed_and_late_spans_read_the_same(tmp_path, piecewise):
 def test_spans_left_open_stop_referencing_their_line(tmp_path, monkeypatch, piecewise):
     """A span whose trace stays open after its line is copied out of it (memory stays flat)."""
     detached = []
-    original = reader.Span.detach
-    monkeypatch.setattr(reader.Span, "detach", lambda span: (detached.append(span.span_id), original(span)))
+    original = spans_module.Span.detach
+    monkeypatch.setattr(spans_module.Span, "detach", lambda span: (detached.append(span.span_id), original(span)))
     path = tmp_path / "t.jsonl"
     path.write_text("\n".join(ODD_LINES["trace across lines"]) + "\n")
     traces = list(TraceReader([path], Diagnostics(io.StringIO()), decoder="msgspec"))
@@ -271,7 +272,7 @@ def test_long_lines_are_read_a_few_spans_at_a_time(tmp_path, monkeypatch, capsys
     assert path.stat().st_size >= reader.PIECEWISE_BYTES  # read piecewise as it is
 
     pieces, finished_at = [], []
-    read_pieces, finish = reader.TraceReader._ingest_pieces, reader.TraceReader._finish
+    read_pieces, finish = reader.TraceReader._ingest_pieces, joiner.TraceJoiner.finish
 
     def counted_pieces(self, *args):
         pieces.append(args[-1])
@@ -282,7 +283,7 @@ def test_long_lines_are_read_a_few_spans_at_a_time(tmp_path, monkeypatch, capsys
         return finish(self, trace_id, **options)
 
     monkeypatch.setattr(reader.TraceReader, "_ingest_pieces", counted_pieces)
-    monkeypatch.setattr(reader.TraceReader, "_finish", recorded_finish)
+    monkeypatch.setattr(joiner.TraceJoiner, "finish", recorded_finish)
     piecewise = _report([path], "msgspec", capsys, "--max-warnings", "1000")
     early = list(finished_at)
     zipped = tmp_path / "long.jsonl.gz"

@@ -1,2 +1,166 @@
-"""Framework integrations: one module per library, each a ``BaseInstrumentor`` translating the
-framework's own events into ragtrace's stage handles."""
+"""``ragtrace.instrument()``: the framework integrations, turned on with one line.
+
+A registry of the libraries ragtrace integrates with, each a ``BaseInstrumentor`` subclass from
+``opentelemetry-instrumentation`` in a module of its own, imported only when that library is
+instrumented: importing ``ragtrace`` never imports a framework or ``opentelemetry-instrumentation``.
+The same classes are the ``opentelemetry_instrumentor`` entry points, so ``opentelemetry-instrument
+python app.py`` turns them on with no code change (see docs/integrations.md).
+
+Version ranges are declared here and checked before anything is patched: a version outside them
+gets a warning and the library is left alone.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any
+
+logger = logging.getLogger("ragtrace")
+
+
+@dataclass(frozen=True)
+class Library:
+    """A supported library: where its instrumentor lives and which versions it was built for."""
+
+    name: str  # what users pass to instrument(): "langchain"
+    module: str  # the integration module, imported lazily
+    instrumentor: str  # the BaseInstrumentor subclass in it
+    requirements: tuple[str, ...]  # distributions and supported ranges, as requirement strings
+    extra: str  # the ragtrace extra that installs what the integration needs
+
+    @property
+    def distribution(self) -> str:
+        """The distribution whose presence means "installed" (the first requirement's)."""
+        return _requirement_name(self.requirements[0])
+
+
+LIBRARIES: dict[str, Library] = {
+    library.name: library
+    for library in (
+        Library(
+            "langchain",
+            "ragtrace._internal.integrations.langchain",
+            "LangChainInstrumentor",
+            ("langchain-core >= 1.0, < 2",),
+            "langchain",
+        ),
+        Library(
+            "llama_index",
+            "ragtrace._internal.integrations.llama_index",
+            "LlamaIndexInstrumentor",
+            ("llama-index-core >= 0.12, < 0.15",),
+            "llama-index",
+        ),
+        Library(
+            "openai",
+            "ragtrace._internal.integrations.openai",
+            "OpenAIInstrumentor",
+            ("openai >= 1.40, < 4",),
+            "openai",
+        ),
+    )
+}
+
+# instrument/uninstrument change process-wide hooks: one at a time
+lock = threading.RLock()
+
+
+def _requirement_name(requirement: str) -> str:
+    for stop in "<>=!~ ;[":
+        requirement = requirement.split(stop, 1)[0]
+    return requirement.strip()
+
+
+def installed_version(distribution: str) -> str | None:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def unsupported(library: Library) -> str | None:
+    """Why ``library``'s installed version can't be instrumented (None when it can, or is absent).
+
+    Needs ``packaging``, which ``opentelemetry-instrumentation`` depends on.
+    """
+    from packaging.requirements import Requirement
+
+    for text in library.requirements:
+        requirement = Requirement(text)
+        found = installed_version(requirement.name)
+        if found is not None and not requirement.specifier.contains(found, prereleases=True):
+            return f"{requirement.name} {found} is outside the supported range {requirement.specifier}"
+    return None
+
+
+def instrumentor(library: Library) -> Any:
+    """The library's instrumentor (a singleton, as every ``BaseInstrumentor`` is)."""
+    try:
+        module = importlib.import_module(library.module)
+    except ModuleNotFoundError as error:
+        if error.name and error.name.startswith("opentelemetry.instrumentation"):
+            raise ImportError(
+                f"ragtrace.instrument({library.name!r}) needs opentelemetry-instrumentation: "
+                f"pip install 'ragtrace[{library.extra}]'"
+            ) from error
+        raise
+    return getattr(module, library.instrumentor)()
+
+
+def _selected(libraries: tuple[str, ...]) -> list[Library]:
+    unknown = [name for name in libraries if name not in LIBRARIES]
+    if unknown:
+        raise ValueError(f"ragtrace can't instrument {unknown}: the supported libraries are {sorted(LIBRARIES)}")
+    return [LIBRARIES[name] for name in dict.fromkeys(libraries or LIBRARIES)]
+
+
+def instrument(*libraries: str, **options: Any) -> list[str]:
+    """Instrument the named libraries, or every supported one that is installed.
+
+    A named library that is not installed raises ``ModuleNotFoundError``; when none is named, the
+    absent ones are skipped. An installed version outside the supported range is left alone with
+    a warning. Calling it again is harmless. ``tracer_provider=`` sends the integration's spans to
+    that provider instead of ragtrace's configured one. Returns the libraries instrumented now.
+    """
+    named = bool(libraries)
+    done = []
+    with lock:
+        for library in _selected(libraries):
+            if installed_version(library.distribution) is None:
+                if named:
+                    raise ModuleNotFoundError(
+                        f"ragtrace.instrument({library.name!r}): {library.distribution} is not installed "
+                        f"(pip install 'ragtrace[{library.extra}]')",
+                        name=library.distribution,
+                    )
+                continue
+            found = instrumentor(library)
+            if not found.is_instrumented_by_opentelemetry:
+                found.instrument(**options)
+            if found.is_instrumented_by_opentelemetry:
+                done.append(library.name)
+    return done
+
+
+def uninstrument(*libraries: str) -> list[str]:
+    """Undo ``instrument()`` for the named libraries (default: all); harmless when not instrumented.
+
+    Returns the libraries that were uninstrumented.
+    """
+    done = []
+    with lock:
+        for library in _selected(libraries):
+            if installed_version(library.distribution) is None:
+                continue
+            try:
+                found = instrumentor(library)
+            except ImportError:  # never instrumented: opentelemetry-instrumentation isn't even there
+                continue
+            if found.is_instrumented_by_opentelemetry:
+                found.uninstrument()
+                done.append(library.name)
+    return done

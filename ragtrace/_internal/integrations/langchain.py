@@ -1,0 +1,349 @@
+"""LangChain (langchain-core 1.x): callbacks turned into ragtrace's stage handles.
+
+One callback handler, registered globally through ``register_configure_hook`` (every callback
+manager LangChain configures picks it up, inheritable, in any thread or task), translates runs:
+- retrievers → ``retrieve``; a retriever that wraps another (``ContextualCompressionRetriever``)
+  → ``rerank`` of the inner one's documents;
+- the documents' way into the prompt → ``assemble``: *declared* where the stuff-documents chain
+  renders each document (``format_document``, wrapped with wrapt: no callback sees one document's
+  text), *located* otherwise (an LCEL ``format_docs`` the app wrote);
+- chat models and LLMs → ``generate``, with LangChain's own messages and ``LLMResult``; a call made
+  under a retriever or before any retrieval shapes the query (role ``rewrite``), the rest answer.
+An outermost chain outside a ``rag_pipeline`` opens one (the automatic root). Runs are linked by
+``run_id``/``parent_run_id``, never by context, which ``ainvoke`` and ``batch`` don't carry over.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from contextvars import ContextVar
+from typing import Any
+from uuid import UUID
+
+import wrapt
+
+from .. import names
+from ..assemble_stage import Assemble
+from ..generation import Generate
+from ..guard import guard, is_strict
+from ..retrieval import Rerank, Retrieve
+from .base import RagtraceInstrumentor
+from .runs import Run, Runs, Scope, inside
+
+_STUFF_MODULE = "langchain_classic.chains.combine_documents.stuff"
+_ROOT_NAME = "langchain"
+_QUERY_KEYS = ("input", "question", "query")
+_ANSWER_KEYS = ("answer", "output", "result")
+_RENDERED_CAPACITY = 1024
+
+
+class LangChainInstrumentor(RagtraceInstrumentor):
+    """``LangChainInstrumentor().instrument()``; the same as ``ragtrace.instrument("langchain")``."""
+
+    library_name = "langchain"
+
+    def _instrument(self, **kwargs: Any) -> None:
+        handler = _registered_handler()
+        handler.runs = Runs(self.tracer_provider(kwargs))
+        handler.enabled = True
+        _wrap_format_document()
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        handler = _registered_handler()
+        handler.enabled = False
+        _unwrap_format_document()
+
+
+# --- the handler ----------------------------------------------------------------------------------
+def _handler_base() -> type:
+    from langchain_core.callbacks import BaseCallbackHandler
+
+    return BaseCallbackHandler
+
+
+_handler: Any = None
+_handler_lock = threading.Lock()
+
+
+def _registered_handler() -> Any:
+    """The one handler, registered with LangChain's configure hook once per process (LangChain has
+    no way to unregister a hook: after ``uninstrument()`` it stays, ignoring every event)."""
+    global _handler
+    with _handler_lock:
+        if _handler is None:
+            from langchain_core.tracers.context import register_configure_hook
+
+            _handler = type("RagtraceCallbackHandler", (_Handler, _handler_base()), {})()
+            register_configure_hook(ContextVar("ragtrace_langchain_handler", default=_handler), True)
+        return _handler
+
+
+class _Handler:
+    """Sync callbacks, run inline (in the event loop under ``ainvoke``) so events keep their order."""
+
+    run_inline = True
+    enabled = False
+    runs = Runs()
+
+    @property
+    def raise_error(self) -> bool:  # ragtrace's own tests see its bugs; users never do (the guard)
+        return is_strict()
+
+    # disabled: LangChain doesn't even call us
+    ignore_llm = ignore_chain = ignore_retriever = ignore_chat_model = property(lambda self: not self.enabled)
+    ignore_agent = ignore_retry = ignore_custom_event = True
+
+    # -- chains ---------------------------------------------------------------------------------
+    def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kw: Any) -> None:
+        with guard("langchain chain start"):
+            run = self.runs.start(run_id, parent_run_id, root_name=kw.get("name") or _ROOT_NAME, query=_query(inputs))
+            documents = _documents(inputs)
+            if documents is not None:
+                run.data["documents"] = documents
+                extra = run.scope.extra
+                if extra.get("retrieved") and extra.get("assemble_from") is None:
+                    extra["assemble_from"] = time.time_ns()
+
+    def on_chain_end(self, outputs: Any, *, run_id: UUID, **kw: Any) -> None:
+        with guard("langchain chain end"):
+            run = self.runs.get(run_id)
+            if run is not None and isinstance(outputs, str) and "documents" in run.data:
+                _formatted(run.scope, run.data["documents"], outputs)
+            self.runs.end(run_id, output=_answer(outputs))
+
+    def on_chain_error(self, error: BaseException, *, run_id: UUID, **kw: Any) -> None:
+        with guard("langchain chain error"):
+            self.runs.end(run_id, error=error)
+
+    # -- retrievers -----------------------------------------------------------------------------
+    def on_retriever_start(self, serialized: Any, query: str, *, run_id: UUID, parent_run_id: UUID | None = None, **kw: Any) -> None:
+        with guard("langchain retriever start"):
+            run = self.runs.start(run_id, parent_run_id)
+            run.data.update(query=query, started=time.time_ns(), metadata=kw.get("metadata") or {}, name=kw.get("name"))
+            for ancestor in self.runs.ancestors(run):
+                if "query" in ancestor.data:  # a retriever inside a retriever: the outer one reranks
+                    ancestor.data["wraps"] = True
+                    break
+
+    def on_retriever_end(self, documents: Any, *, run_id: UUID, **kw: Any) -> None:
+        with guard("langchain retriever end"):
+            run = self.runs.get(run_id)
+            if run is not None:
+                self._retrieved(run, documents)
+            self.runs.end(run_id)
+
+    def on_retriever_error(self, error: BaseException, *, run_id: UUID, **kw: Any) -> None:
+        with guard("langchain retriever error"):
+            run = self.runs.get(run_id)
+            if run is not None and not run.data.get("wraps"):
+                stage = _retrieve_stage(run)
+                stage.start_time = run.data["started"]
+                self.runs.open(run, lambda: stage)
+            self.runs.end(run_id, error=error)
+
+    def _retrieved(self, run: Run, documents: Any) -> None:
+        data, scope = run.data, run.scope
+        if data.get("wraps"):  # reranks what the inner retriever returned
+            inner = scope.extra.get("documents")
+            stage: Any = Rerank(data.get("name"), query=data["query"])
+            stage.start_time = scope.extra.get("retrieved_at", data["started"])
+            self.runs.open(run, lambda: stage)
+            stage.record(documents, candidates=inner)
+        else:
+            stage = _retrieve_stage(run)
+            stage.start_time = data["started"]
+            self.runs.open(run, lambda: stage)
+            stage.record(documents)
+        with scope.lock:
+            scope.extra.update(
+                retrieved=True,
+                documents=documents,
+                retrieved_at=time.time_ns(),
+                assemble_from=None,
+                formatted=None,
+                contexts_seen=len(scope.state.contexts) if scope.state is not None else 0,
+            )
+
+    # -- models ---------------------------------------------------------------------------------
+    def on_chat_model_start(self, serialized: Any, messages: list[list[Any]], *, run_id: UUID, parent_run_id: UUID | None = None, **kw: Any) -> None:
+        with guard("langchain chat model start"):
+            self._model_start(run_id, parent_run_id, messages[0] if messages else None, kw)
+
+    def on_llm_start(self, serialized: Any, prompts: list[str], *, run_id: UUID, parent_run_id: UUID | None = None, **kw: Any) -> None:
+        with guard("langchain llm start"):
+            self._model_start(run_id, parent_run_id, prompts[0] if prompts else None, kw)
+
+    def _model_start(self, run_id: UUID, parent_run_id: UUID | None, prompt: Any, kw: dict[str, Any]) -> None:
+        run = self.runs.start(run_id, parent_run_id)
+        metadata = kw.get("metadata") or {}
+        params = kw.get("invocation_params") or {}
+        role = self._role(run, metadata)
+        if role == names.ROLE_ANSWER:
+            _assemble(self.runs, run.scope, prompt)
+        model = metadata.get("ls_model_name") or params.get("model") or params.get("model_name") or kw.get("name")
+        self.runs.open(
+            run,
+            lambda: Generate(
+                model if isinstance(model, str) else None,
+                metadata.get("ls_provider"),
+                prompt=prompt,
+                role=role,
+                temperature=metadata.get("ls_temperature"),
+                max_tokens=metadata.get("ls_max_tokens"),
+            ),
+        )
+
+    def _role(self, run: Run, metadata: dict[str, Any]) -> str:
+        """The app's ``ragtrace_role`` metadata; else a call under a retriever (multi-query) or before
+        any retrieval in its pipeline (condense-question) rewrites the query; the rest answer."""
+        given = metadata.get(names.RAG_ROLE_METADATA_KEY)
+        if isinstance(given, str) and given:
+            return given
+        if any("query" in ancestor.data for ancestor in self.runs.ancestors(run)):
+            return names.ROLE_REWRITE
+        state = run.scope.state
+        if state is not None and not state.retrievals:
+            return names.ROLE_REWRITE
+        return names.ROLE_ANSWER
+
+    def on_llm_new_token(self, token: str, *, run_id: UUID, **kw: Any) -> None:
+        with guard("langchain llm token"):
+            run = self.runs.get(run_id)
+            if run is not None and isinstance(run.stage, Generate) and not run.data.get("streamed"):
+                run.data["streamed"] = True
+                run.stage.stream_done(())
+
+    def on_llm_end(self, response: Any, *, run_id: UUID, **kw: Any) -> None:
+        with guard("langchain llm end"):
+            run = self.runs.get(run_id)
+            if run is not None and isinstance(run.stage, Generate):
+                run.stage.record(response)
+            self.runs.end(run_id)
+
+    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kw: Any) -> None:
+        with guard("langchain llm error"):
+            self.runs.end(run_id, error=error)
+
+
+def _retrieve_stage(run: Run) -> Retrieve:
+    metadata = run.data.get("metadata") or {}
+    source = metadata.get("ls_vector_store_provider") or run.data.get("name")
+    return Retrieve(run.data.get("query"), data_source=source if isinstance(source, str) else None)
+
+
+# --- assembly -------------------------------------------------------------------------------------
+def _assemble(runs: Runs, scope: Scope, prompt: Any) -> None:
+    """Record how the documents retrieved last reached the prompt an answer model is about to see:
+    declared if each was rendered through ``format_document``, else located in the prompt."""
+    with scope.lock:
+        extra = scope.extra
+        if not extra.get("retrieved"):
+            return
+        state = scope.state
+        if state is not None and len(state.contexts) > extra.get("contexts_seen", 0):
+            return  # the app assembled this itself (ragtrace.assemble)
+        documents, formatted, started = extra.get("formatter_documents") or extra.get("documents"), extra.get("formatted"), extra.get("assemble_from")
+        extra.update(retrieved=False, formatted=None, formatter_documents=None, assemble_from=None)
+    stage = Assemble()
+    stage.start_time = started
+    with inside(scope):
+        stage.open()
+    try:
+        if formatted:
+            for document, text in formatted:
+                stage.place(document, text)
+            stage.set_prompt(prompt)
+        else:
+            stage.observe(documents, prompt)
+    finally:
+        stage.close()
+
+
+def _formatted(scope: Scope, documents: list[Any], output: str) -> None:
+    """A run turned documents into text: keep what ``format_document`` rendered for each of them."""
+    pieces = []
+    for document in documents:
+        text = _take_rendered(document)
+        if text is None or text not in output:
+            pieces = None
+            break
+        pieces.append((document, text))
+    with scope.lock:
+        scope.extra.update(formatted=pieces, formatter_documents=documents)
+
+
+_rendered: OrderedDict[int, tuple[Any, str]] = OrderedDict()
+_rendered_lock = threading.Lock()
+
+
+def _take_rendered(document: Any) -> str | None:
+    with _rendered_lock:
+        found = _rendered.pop(id(document), None)
+    return found[1] if found is not None and found[0] is document else None
+
+
+def _record_format_document(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    text = wrapped(*args, **kwargs)
+    with guard("langchain format_document"):
+        if _handler is not None and _handler.enabled and args and isinstance(text, str):
+            with _rendered_lock:
+                _rendered[id(args[0])] = (args[0], text)
+                if len(_rendered) > _RENDERED_CAPACITY:
+                    _rendered.popitem(last=False)
+    return text
+
+
+def _wrap_format_document() -> None:
+    """Wrap the stuff chain's module global (its closures look it up at call time, so chains built
+    before instrumenting are covered). langchain-classic is optional: without it, nothing to wrap."""
+    try:
+        module = __import__(_STUFF_MODULE, fromlist=["format_document"])
+    except ImportError:
+        return
+    if not isinstance(module.format_document, wrapt.FunctionWrapper):
+        wrapt.wrap_function_wrapper(module, "format_document", _record_format_document)
+
+
+def _unwrap_format_document() -> None:
+    import sys
+
+    module = sys.modules.get(_STUFF_MODULE)
+    current = getattr(module, "format_document", None)
+    if isinstance(current, wrapt.FunctionWrapper):
+        module.format_document = current.__wrapped__  # type: ignore[union-attr]
+
+
+# --- shapes ---------------------------------------------------------------------------------------
+def _is_document(value: Any) -> bool:
+    return hasattr(value, "page_content") and hasattr(value, "metadata")
+
+
+def _documents(inputs: Any) -> list[Any] | None:
+    """The documents a chain run takes: a list of them, or one under a key of its input dict."""
+    candidates = inputs.values() if isinstance(inputs, dict) else (inputs,)
+    for value in candidates:
+        if isinstance(value, list) and value and all(_is_document(d) for d in value):
+            return value
+    return None
+
+
+def _query(inputs: Any) -> str | None:
+    if isinstance(inputs, str):
+        return inputs
+    if isinstance(inputs, dict):
+        for key in _QUERY_KEYS:
+            if isinstance(inputs.get(key), str):
+                return inputs[key]
+    return None
+
+
+def _answer(outputs: Any) -> str | None:
+    if isinstance(outputs, str):
+        return outputs
+    if isinstance(outputs, dict):
+        for key in _ANSWER_KEYS:
+            if isinstance(outputs.get(key), str):
+                return outputs[key]
+    return None

@@ -1,0 +1,90 @@
+"""Per-run verdicts: ok, check (with the bars missed) or not measurable (with why)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .._internal.figures import (
+    STATUS_EMPTY_CONTEXT,
+    STATUS_EMPTY_RETRIEVAL,
+    STATUS_NO_ANSWER,
+    STATUS_NO_CONTEXT,
+    STATUS_NO_RETRIEVAL,
+    STATUS_UNREADABLE_RETRIEVAL,
+)
+from .._internal.names import (
+    METRIC_CONTEXT_PRECISION,
+    METRIC_CONTEXT_UTILIZATION,
+    METRIC_INVALID_CITATIONS,
+    METRIC_RECALL_PROXY,
+    METRIC_RECALL_PROXY_WEIGHTED,
+)
+from .row import (
+    STATUS_ATTRIBUTES_LOST,
+    STATUS_INCOMPLETE,
+    STATUS_NO_CHUNK_TEXT,
+    STATUS_NO_PROMPT,
+    STATUS_NO_RAG_SPANS,
+    STATUS_PROMPT_TOO_LARGE,
+    STATUS_SPANS_MISSING,
+    Row,
+)
+
+VERDICT_OK = "ok"
+VERDICT_CHECK = "check"
+VERDICT_NOT_MEASURABLE = "not measurable"
+SEVERITY = {VERDICT_CHECK: 0, VERDICT_NOT_MEASURABLE: 1, VERDICT_OK: 2}
+
+REASON_TEXT = {
+    STATUS_NO_RETRIEVAL: "no retrieval",
+    STATUS_EMPTY_RETRIEVAL: "empty retrieval",
+    STATUS_UNREADABLE_RETRIEVAL: "retrieved chunks unreadable",
+    STATUS_NO_CONTEXT: "no context recorded",
+    STATUS_EMPTY_CONTEXT: "empty context",
+    STATUS_NO_ANSWER: "no answer",
+    STATUS_INCOMPLETE: "incomplete trace (root span missing)",
+    STATUS_ATTRIBUTES_LOST: "ragtrace attributes missing",
+    STATUS_SPANS_MISSING: "spans missing (recorded figures differ)",
+    STATUS_NO_CHUNK_TEXT: "no chunk text to locate",
+    STATUS_NO_PROMPT: "no prompt to search",
+    STATUS_PROMPT_TOO_LARGE: "prompt too large to search",
+    STATUS_NO_RAG_SPANS: "no retrieval or model spans",
+}
+
+SHORT = {
+    METRIC_CONTEXT_PRECISION: "precision",
+    METRIC_RECALL_PROXY: "recall",
+    METRIC_RECALL_PROXY_WEIGHTED: "recall_w",
+    METRIC_CONTEXT_UTILIZATION: "utilization",
+}
+
+
+def reason_text(status: str) -> str:
+    return REASON_TEXT.get(status, status.replace("_", " "))
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    label: str
+    reasons: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return self.label + (": " + "; ".join(self.reasons) if self.reasons else "")
+
+
+def verdict(row: Row, thresholds: Mapping[str, float]) -> Verdict:
+    """ok, check (with the bars missed) or not measurable (with why)."""
+    if not row.measurable:
+        return Verdict(VERDICT_NOT_MEASURABLE, tuple(reason_text(s) for s in row.status[:2]) or ("no figures",))
+    reasons = []
+    for metric, bar in thresholds.items():
+        value = row.figures.get(metric)
+        if isinstance(value, (int, float)) and value < bar:
+            reasons.append(f"{SHORT.get(metric, metric)}<{bar:g}")
+    if row.nonconformant:
+        reasons.append("no citations")
+    invalid = row.figures.get(METRIC_INVALID_CITATIONS)
+    if invalid:
+        reasons.append(f"{invalid} invalid citation{'s' if invalid != 1 else ''}")
+    return Verdict(VERDICT_CHECK if reasons else VERDICT_OK, tuple(reasons))
