@@ -542,6 +542,28 @@ def test_ten_megabyte_strings(spans):
     exportable(spans.all())
 
 
+def test_a_ten_megabyte_exception_message_is_trimmed_like_other_text(spans):
+    """In full mode the message, the stack trace and the status description are content, cut to
+    max_content_chars: an untrimmed 10 MB message went out three times (30 MB) and could push a
+    batch past the OTLP request limit. The app's exception itself is untouched."""
+    message = "boom " * 2_000_000
+    error = AppError(message)
+    with pytest.raises(AppError) as caught:
+        with ragtrace.rag_pipeline("big"):
+            with ragtrace.retrieve():
+                raise error
+    assert caught.value is error and str(caught.value) == message
+    limit = config.current().max_content_chars
+    for span in spans.all():
+        assert len(span.status.description or "") <= limit
+        for event in span.events:
+            for key, value in event.attributes.items():
+                assert not isinstance(value, str) or len(value) <= limit, (span.name, key, len(value))
+        assert span.events[0].attributes["exception.message"] == message[:limit]
+        assert span.events[0].attributes["exception.stacktrace"].startswith("Traceback")
+    exportable(spans.all())
+
+
 def test_ten_thousand_chunks(spans):
     docs = [{"id": f"k{i}", "score": 1 / (i + 1), "content": f"chunk {i} text"} for i in range(10_000)]
     start = time.perf_counter()

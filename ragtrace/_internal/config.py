@@ -17,6 +17,7 @@ from opentelemetry import metrics, trace
 from opentelemetry.metrics import _internal as _metrics_api
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
 
 from . import guard, keyed
@@ -131,12 +132,11 @@ def configure(
     provider = tracer_provider
     if exporter is not None:
         span_exporter, default_batch = _exporter(exporter)
-        resource = Resource.create({SERVICE_NAME: service_name} if service_name else {})
-        sdk_provider = TracerProvider(resource=resource)
         use_batch = default_batch if batch is None else batch
-        sdk_provider.add_span_processor(BatchSpanProcessor(span_exporter) if use_batch else SimpleSpanProcessor(span_exporter))
-        provider = sdk_provider
-        _install_globally(sdk_provider)
+        processor = BatchSpanProcessor(span_exporter) if use_batch else SimpleSpanProcessor(span_exporter)
+        provider = _own_provider(Resource.create({SERVICE_NAME: service_name} if service_name else {}), processor)
+    else:
+        _retire_own()
 
     keyed.set_key(key)
     with _config_lock:
@@ -166,6 +166,7 @@ def reset() -> None:
     """Back to the unconfigured state (environment and defaults). For tests."""
     global _config
     keyed.set_key(None)
+    _retire_own(even_global=True)
     with _config_lock:
         _config = _initial()
 
@@ -216,14 +217,98 @@ def _exporter(exporter: str | SpanExporter) -> tuple[SpanExporter, bool]:
     raise ValueError(f"unknown exporter {exporter!r}: use 'console', 'otlp', 'jsonl:PATH' or a SpanExporter")
 
 
+# --- ragtrace's own provider (configure(exporter=...)) -------------------------------------------
+class _Exporting(SpanProcessor):
+    """The one span processor of ragtrace's own provider. Reconfiguring swaps the processor it
+    forwards to and shuts the old one down, so 50 configure() calls leave one provider and one
+    export thread, not 50."""
+
+    def __init__(self, inner: SpanProcessor) -> None:
+        self.inner = inner
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        self.inner.on_start(span, parent_context=parent_context)
+
+    def on_end(self, span: Any) -> None:
+        self.inner.on_end(span)
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
+@dataclass
+class _Own:
+    provider: TracerProvider
+    exporting: _Exporting
+
+
+_own: _Own | None = None
+_own_lock = threading.Lock()
+_made: weakref.WeakSet[TracerProvider] = weakref.WeakSet()  # every provider ragtrace created
+
+
+def _own_provider(resource: Resource, processor: SpanProcessor) -> TracerProvider:
+    """ragtrace's provider for a new exporter: the current one with its processor swapped when
+    the resource is unchanged, else a new one (the old one shut down unless it is the global)."""
+    global _own
+    with _own_lock:
+        own = _own
+        if own is not None and own.provider.resource == resource:
+            old, own.exporting.inner = own.exporting.inner, processor
+            old.shutdown()  # flushes what it holds
+        else:
+            provider = TracerProvider(resource=resource)
+            exporting = _Exporting(processor)
+            provider.add_span_processor(exporting)
+            _made.add(provider)
+            _own, previous = _Own(provider, exporting), own
+            if previous is not None:
+                _shut_down_unless_global(previous.provider)
+        _install_globally(_own.provider)
+        return _own.provider
+
+
+def _retire_own(*, even_global: bool = False) -> None:
+    """ragtrace no longer exports through its own provider: shut it down (a global one the app may
+    use stays, unless ``reset()`` for tests)."""
+    global _own
+    with _own_lock:
+        own, _own = _own, None
+    if own is not None:
+        if even_global:
+            own.provider.shutdown()
+        else:
+            _shut_down_unless_global(own.provider)
+
+
+def _shut_down_unless_global(provider: TracerProvider) -> None:
+    if trace.get_tracer_provider() is not provider:
+        provider.shutdown()
+
+
 def _install_globally(provider: TracerProvider) -> None:
-    if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+    current = trace.get_tracer_provider()
+    if current is provider:
+        return
+    if isinstance(current, trace.ProxyTracerProvider):
         trace.set_tracer_provider(provider)
-    else:
-        guard.logger.warning(
-            "ragtrace: the application already has a TracerProvider; ragtrace's exporter is used for "
-            "ragtrace's spans only and the application's provider is left untouched"
+    elif current in _made:
+        guard.warn_once(
+            "own-global-resource",
+            "service_name changed after ragtrace installed its TracerProvider globally; the global "
+            "provider keeps the old resource (OpenTelemetry allows one global provider) and ragtrace's "
+            "spans use the new one",
         )
+    else:
+        guard.warn_once(  # once per provider of the app's, however often configure() runs
+            f"app-provider:{id(current)}",
+            "the application already has a TracerProvider; ragtrace's exporter is used for "
+            "ragtrace's spans only and the application's provider is left untouched",
+        )
+
 
 
 # --- resolution on the hot path ---------------------------------------------------------------

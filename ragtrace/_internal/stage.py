@@ -123,7 +123,7 @@ class Stage:
         self._closed = True
         if error is not None:
             with guard("error recording"):
-                record_error(self.span, error, self.config.content)
+                record_error(self.span, error, self.config.content, self.config.max_content_chars)
         with guard(f"{self.stage} bookkeeping"):
             self.on_close()
         with guard("metrics"):
