@@ -40,6 +40,11 @@ demo: $(VENV)/.installed-demo compiled
 bench: $(VENV)/.installed-test compiled
 	$(PY) bench/run_all.py
 
+# ragtrace, hand-written OTel and the peers side by side (each peer in its own venv under .venv-peers/).
+.PHONY: bench-peers
+bench-peers: $(VENV)/.installed-test compiled
+	$(PY) bench/bench_peers.py $(ARGS)
+
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis out build
 	find ragtrace \( -name '*.so' -o -name '*.c' \) -delete
