@@ -1011,3 +1011,79 @@ def test_essential_start_attributes_survive_any_count_limit(limit):
     (span,) = exporter.get_finished_spans()
     assert span.attributes[names.RAG_STAGE] == "generate"
     assert span.attributes[names.GEN_AI_OPERATION_NAME] == names.OP_CHAT
+
+
+FORK_SCRIPT = """
+import os, sys, threading, time
+import ragtrace
+from opentelemetry.sdk.trace import TracerProvider
+from ragtrace._internal import config, guard, keyed, otel_metrics, state
+
+ragtrace.configure(tracer_provider=TracerProvider(), capture_content="redact")
+locks = [(state, "_implicit_lock"), (guard, "_seen_lock"), (config, "_config_lock"), (config, "_own_lock"), (keyed, "_lock"), (otel_metrics, "_cache_lock")]
+held, release = threading.Event(), threading.Event()
+
+def hold():
+    taken = [getattr(module, name) for module, name in locks]
+    for lock in taken:
+        lock.acquire()
+    held.set()
+    release.wait()
+    for lock in taken:
+        lock.release()
+
+threading.Thread(target=hold, daemon=True).start()
+held.wait()
+pid = os.fork()  # every ragtrace lock is held by the other thread right now
+if pid == 0:
+    keyed.set_key(None)
+    with ragtrace.retrieve("q") as r:  # outside a pipeline: the trace-keyed state map
+        r.record(["a chunk without an id"])
+    with ragtrace.rag_pipeline("child", query="q"):
+        with ragtrace.generate(model="m") as g:
+            g.record("answer")
+    guard.warn_once("child", "a warning from the child")
+    ragtrace.configure(tracer_provider=TracerProvider())
+    os._exit(0)
+deadline = time.monotonic() + 30
+while time.monotonic() < deadline:
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        release.set()
+        print("child exit", os.waitstatus_to_exitcode(status))
+        sys.exit(0)
+    time.sleep(0.05)
+os.kill(pid, 9)
+print("child deadlocked")
+"""
+
+
+def test_a_forked_child_never_deadlocks_on_a_lock_held_at_fork_time(tmp_path):
+    done = subprocess.run([sys.executable, "-c", FORK_SCRIPT], capture_output=True, text=True, timeout=90, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "child exit 0", (done.stdout, done.stderr)
+
+
+class LeakyTokenizer:
+    """A user tokenizer whose error quotes its input, as many do."""
+
+    def count(self, text: str) -> int:
+        raise ValueError(f"cannot tokenize {text!r}")
+
+    def truncate(self, text: str, max_tokens: int) -> str:
+        raise ValueError(f"cannot tokenize {text!r}")
+
+
+@pytest.mark.parametrize("mode", ["redact", "hash", "full"])
+def test_ragtraces_log_lines_carry_no_content_in_redact_and_hash_modes(spans, production, caplog, mode):
+    ragtrace.configure(tracer_provider=spans.provider, capture_content=mode, tokenizer=LeakyTokenizer())
+    secret = "SECRET-4111-1111"
+    with caplog.at_level(logging.WARNING, logger="ragtrace"):
+        with ragtrace.rag_pipeline("p", query="q"):
+            with ragtrace.retrieve() as r:
+                r.record([{"id": "a", "content": f"card {secret}"}])
+            with ragtrace.assemble(max_tokens=100) as ctx:
+                ctx.add(r.chunks[0])
+    logged = "\n".join(caplog.text.splitlines() + [r.exc_text or "" for r in caplog.records])
+    assert ragtrace_warnings(caplog)  # the failure is reported either way
+    assert (secret in logged) == (mode == "full"), logged

@@ -365,3 +365,6 @@ def meter_provider_unset(provider: metrics.MeterProvider) -> bool:
 _NO_METER_PROVIDER = metrics.NoOpMeterProvider()
 # Providers named in the environment are created lazily by the API's getters: use those then.
 _ENVIRONMENT_PROVIDERS = bool(os.environ.get("OTEL_PYTHON_TRACER_PROVIDER") or os.environ.get("OTEL_PYTHON_METER_PROVIDER"))
+
+
+guard.new_locks_after_fork(__name__, "_config_lock", "_own_lock")

@@ -17,7 +17,7 @@ import secrets
 import threading
 from typing import Final
 
-from .guard import warn_once
+from .guard import new_locks_after_fork, warn_once
 
 ENV_KEY: Final = "RAGTRACE_HASH_KEY"
 _CONTENT: Final = b"ragtrace-chunk"
@@ -104,3 +104,6 @@ def forget() -> None:
     global _given, _random, _hashers
     with _lock:
         _given = _random = _hashers = None
+
+
+new_locks_after_fork(__name__, "_lock")

@@ -19,7 +19,7 @@ from . import config as config_module
 from . import figures as figures_module
 from . import names, otel_metrics, state as state_module
 from .config import Config
-from .guard import guard, warn_once
+from .guard import guard, set_content_check, warn_once
 from .keyed import query_digest
 from .spans import Attributes, all_passed, json_messages_within, record_error, trim_text, value_length_limit
 
@@ -208,6 +208,9 @@ class Stage:
 def effective_config() -> Config:
     state = state_module.current()
     return state.config if state is not None else config_module.current()
+
+
+set_content_check(lambda: effective_config().content.captures)  # ragtrace's own log lines obey the policy too
 
 
 def int_or_none(value: Any, what: str) -> int | None:
