@@ -250,6 +250,11 @@ OI_EVALUATION_NAME: Final = "evaluation.name"
 OI_EVALUATION_SCORE: Final = "evaluation.score"
 OI_EVALUATION_LABEL: Final = "evaluation.label"
 OI_EVALUATION_ANNOTATOR_KIND: Final = "evaluation.annotator_kind"
+# rag_pipeline(session_id=, user_id=, metadata=, tags=) on the root span (Phoenix's Sessions tab)
+OI_SESSION_ID: Final = "session.id"
+OI_USER_ID: Final = "user.id"
+OI_METADATA: Final = "metadata"  # a JSON object as a string; its values may be content
+OI_TAG_TAGS: Final = "tag.tags"
 ANNOTATOR_CODE: Final = "CODE"  # the figures are computed by code, not a human or an LLM judge
 MIME_TEXT: Final = "text/plain"
 MIME_JSON: Final = "application/json"
@@ -418,6 +423,10 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(OI_RERANKER_QUERY, "string", "rerank", True, "Rerank query."),
     AttributeInfo(OI_RERANKER_MODEL_NAME, "string", "rerank", False, "Rerank model."),
     AttributeInfo(OI_RERANKER_TOP_K, "int", "rerank", False, "Rerank top_n."),
+    AttributeInfo(OI_SESSION_ID, "string", "pipeline", False, "rag_pipeline(session_id=): the conversation or session the run belongs to."),
+    AttributeInfo(OI_USER_ID, "string", "pipeline", False, "rag_pipeline(user_id=): the app's own (ideally pseudonymous) user id."),
+    AttributeInfo(OI_METADATA, "string", "pipeline", True, "rag_pipeline(metadata=) as a JSON object; values may be content."),
+    AttributeInfo(OI_TAG_TAGS, "string[]", "pipeline", False, "rag_pipeline(tags=): the app's labels for the run."),
     AttributeInfo(OI_TRACE_EVALUATIONS + ".{i}.evaluation.{name,score,label,annotator_kind}", "string, double", "pipeline", False, "The per-trace proxies for OpenInference tools."),
     # the gen_ai.evaluation.result event of a record_score span ("evaluation {name}", a child of the root)
     AttributeInfo(GEN_AI_EVALUATION_NAME, "string", "evaluation (event)", False, "The score's name, e.g. groundedness (also ragtrace.<proxy> on the root's events)."),
