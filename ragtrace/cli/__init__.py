@@ -161,6 +161,13 @@ def _run(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     from .diagnostics import Diagnostics
     from .report import ReadOptions
 
+    if args.html:
+        from .charts import ChartsUnavailable, check_available
+
+        try:
+            check_available()  # before reading anything
+        except ChartsUnavailable as error:
+            raise _UsageError(str(error)) from None
     diagnostics = Diagnostics(stderr, limit=args.max_warnings, quiet=args.quiet)
     settings = _settings(args, diagnostics)
     from .reader import resolve_decoder
