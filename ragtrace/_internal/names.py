@@ -232,6 +232,8 @@ OI_LLM_PROVIDER: Final = "llm.provider"
 OI_LLM_TOKEN_COUNT_PROMPT: Final = "llm.token_count.prompt"
 OI_LLM_TOKEN_COUNT_COMPLETION: Final = "llm.token_count.completion"
 OI_LLM_TOKEN_COUNT_TOTAL: Final = "llm.token_count.total"
+OI_PROMPT_TEMPLATE: Final = "llm.prompt_template.template"  # Assemble.render's template
+OI_PROMPT_TEMPLATE_VARIABLES: Final = "llm.prompt_template.variables"  # its variables, a JSON object
 OI_LLM_INPUT_MESSAGES: Final = "llm.input_messages"  # .{i}.message.role / .message.content
 OI_LLM_OUTPUT_MESSAGES: Final = "llm.output_messages"
 OI_MESSAGE_ROLE: Final = "message.role"
@@ -414,6 +416,8 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(OI_LLM_TOKEN_COUNT_PROMPT, "int", "embed, generate", False, "Prompt tokens."),
     AttributeInfo(OI_LLM_TOKEN_COUNT_COMPLETION, "int", "generate", False, "Completion tokens."),
     AttributeInfo(OI_LLM_TOKEN_COUNT_TOTAL, "int", "embed, generate", False, "Total tokens."),
+    AttributeInfo(OI_PROMPT_TEMPLATE, "string", "assemble", True, "The template Assemble.render filled (chat templates as JSON messages)."),
+    AttributeInfo(OI_PROMPT_TEMPLATE_VARIABLES, "string", "assemble", True, "Its variables besides {context}, as a JSON object."),
     AttributeInfo(OI_LLM_INPUT_MESSAGES + ".{i}.message.{role,content}", "string", "generate", True, "Chat prompt messages (role is kept under redaction)."),
     AttributeInfo(OI_LLM_OUTPUT_MESSAGES + ".{i}.message.{role,content}", "string", "generate", True, "Completion messages."),
     AttributeInfo(OI_RETRIEVAL_DOCUMENTS + ".{i}.document.{id,score}", "string, double", "retrieve", False, "Retrieved documents in rank order (capped)."),

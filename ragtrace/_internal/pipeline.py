@@ -6,7 +6,6 @@ travel in the same export as the spans themselves, with no backend post-processi
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -18,8 +17,8 @@ from . import figures as figures_module
 from . import names, otel_metrics, state as state_module
 from .guard import guard, warn_once
 from .redaction import Redactor
-from .spans import compact_json, value_length_limit
-from .stage import Stage, as_text, query_hash, set_figures
+from .spans import gated_json_object
+from .stage import Stage, as_text, content_limit, query_hash, set_figures
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -114,28 +113,12 @@ class RagPipeline(Stage):
         self._set_metadata()
 
     def _set_metadata(self) -> None:
-        """``metadata`` as one JSON object. Its values may be content: each string passes the
-        content policy (full mode only, through the redactor), so redact and hash export none."""
-        if not self.metadata or self.attrs is None or not self.config.content.captures:
+        """``metadata`` as one JSON object; its values may be content (full mode only)."""
+        if not self.metadata or self.attrs is None or not self.attrs.recording:
             return
-        policy, kept = self.config.content, {}
-        for key, value in self.metadata.items():
-            if value is None or isinstance(value, (bool, int)) or (isinstance(value, float) and math.isfinite(value)):
-                kept[str(key)] = value
-            elif isinstance(value, float):
-                continue  # NaN and infinities have no JSON form
-            else:
-                try:
-                    text = policy.text(value if isinstance(value, str) else compact_json(value))
-                except ValueError:  # a NaN inside: no JSON form
-                    continue
-                if text is not None:
-                    kept[str(key)] = text
-        encoded = compact_json(kept)
-        limit = value_length_limit(self.span)
-        if len(encoded) > min(self.config.max_content_chars, limit if limit is not None else len(encoded)):
+        encoded = gated_json_object(self.metadata, self.config.content, content_limit(self))
+        if encoded is None and self.config.content.captures:
             warn_once("metadata-size", "rag_pipeline metadata is longer than the content size limit; not recorded")
-            return
         self.attrs.set(names.OI_METADATA, encoded)
 
     def _decide_content(self) -> None:
