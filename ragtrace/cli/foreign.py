@@ -80,6 +80,8 @@ def foreign_row(trace: Trace) -> Row | None:
     result = compute(retrievals, answers, contexts=contexts, unreadable=unreadable)
     retrieval_facts(row, retrievals, result, answers, contexts)
     row.figures, row.status = result.values, list(result.status)
+    if answers or contexts:
+        row.inclusion = names.INCLUSION_INFERRED
     if reason is not None:
         row.status = [s for s in row.status if s not in ("no_context", "no_answer")]
         not_measurable(row, reason)

@@ -1,7 +1,9 @@
 """Text outputs of both commands: terminal tables (plain, or ``rich`` when installed), Markdown, JSON.
 
-Inferred figures (from traces of other instrumentations) are shown with a ``~`` prefix in the
-tables and ``"inferred": true`` in JSON; figures that can't be measured are ``-`` / ``null``.
+Every run says how its context was known (``"inclusion"``: recorded, declared, located, or
+inferred for traces of other instrumentations); figures resting on chunk text searched for in the
+prompt (located, inferred) are shown with a ``~`` prefix in the tables. Figures that can't be
+measured are ``-`` / ``null``.
 """
 
 from __future__ import annotations
@@ -9,12 +11,12 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
-import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any
 
 from .._internal import names
 from .aggregate import PERCENTILES, SUMMARY_FIGURES, Group
+from .tables import Table, Writer
 from .verdicts import Verdict, reason_text
 from .traces import Row
 
@@ -23,6 +25,10 @@ if TYPE_CHECKING:
     from .report import ReportResult
 
 REDACTED = "(redacted)"
+_INCLUSION_ORDER = {
+    method: index
+    for index, method in enumerate((names.INCLUSION_RECORDED, names.INCLUSION_DECLARED, names.INCLUSION_LOCATED, names.INCLUSION_INFERRED))
+}
 _QUERY_WIDTH = 40
 _ROW_FIGURES = (
     names.METRIC_RETRIEVED,
@@ -93,6 +99,7 @@ def row_record(row: Row, row_verdict: Verdict) -> dict[str, Any]:
         "query_id": row.query_id,
         "source": row.source,
         "inferred": row.inferred,
+        "inclusion": row.inclusion,
         "top_k": row.top_k,
     }
     for metric in _ROW_FIGURES:
@@ -137,6 +144,12 @@ def _one_line(text: str | None, width: int = _QUERY_WIDTH) -> str:
 
 
 # --- report: shared document ----------------------------------------------------------------------
+def _inclusion_counts(group: Group) -> dict[str, int]:
+    """Runs by inclusion method: recorded, declared, located, inferred first, then mixed ones."""
+    counts = group.inclusion
+    return {method: counts[method] for method in sorted(counts, key=lambda m: (_INCLUSION_ORDER.get(m, len(_INCLUSION_ORDER)), m))}
+
+
 def group_summary(group: Group) -> dict[str, Any]:
     duplicates = group.duplicates / group.retrieved_items if group.retrieved_items else None
     return clean(
@@ -145,12 +158,18 @@ def group_summary(group: Group) -> dict[str, Any]:
             "measurable": group.measurable,
             "not_measurable": group.traces - group.measurable,
             "inferred": group.inferred,
+            "inclusion": _inclusion_counts(group),
             "verdicts": dict(group.verdicts),
             "not_measurable_reasons": {reason_text(k): v for k, v in group.reasons.items()},
             "figures": group.percentiles(),
             "answers": group.answers,
             "answers_without_citations": group.nonconformant,
             "answers_without_citations_share": group.nonconformant_share,
+            "invalid_citations": {
+                "traces": group.traces_with_invalid,
+                "out_of_context": group.out_of_context_citations,
+                "unknown": group.unknown_citations,
+            },
             "retrievals": group.retrievals,
             "empty_retrievals": group.empty_retrievals,
             "empty_retrieval_rate": group.empty_retrieval_rate,
@@ -207,114 +226,6 @@ def write_report_json(result: ReportResult, out: IO[str]) -> None:
     out.write("\n ]\n}\n")
 
 
-# --- tables ---------------------------------------------------------------------------------------
-class Table:
-    def __init__(self, title: str, headers: Sequence[str], right: Sequence[bool] | None = None) -> None:
-        self.title = title
-        self.headers = list(headers)
-        self.right = list(right) if right is not None else [False] * len(headers)
-        self.rows: list[list[str]] = []
-
-    def add(self, *cells: Any) -> None:
-        self.rows.append([str(c) for c in cells])
-
-
-def _plain(table: Table) -> list[str]:
-    widths = [len(h) for h in table.headers]
-    for row in table.rows:
-        for index, cell in enumerate(row):
-            widths[index] = max(widths[index], len(cell))
-
-    def line(cells: Sequence[str]) -> str:
-        parts = [c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, table.right)]
-        return "  " + "  ".join(parts).rstrip()
-
-    out = [table.title, line(table.headers), "  " + "  ".join("-" * w for w in widths)]
-    out.extend(line(row) for row in table.rows)
-    return out
-
-
-def _markdown_table(table: Table) -> list[str]:
-    def escape(cell: str) -> str:
-        return cell.replace("|", "\\|").replace("\n", " ")
-
-    out = [f"### {table.title}", "", "| " + " | ".join(escape(h) for h in table.headers) + " |"]
-    out.append("|" + "|".join("---:" if r else "---" for r in table.right) + "|")
-    out.extend("| " + " | ".join(escape(c) for c in row) + " |" for row in table.rows)
-    out.append("")
-    return out
-
-
-class Writer:
-    """Paragraphs and tables to plain text, rich, or Markdown."""
-
-    def __init__(self, out: IO[str], style: str) -> None:
-        self.out = out
-        self.style = style  # "plain", "rich" or "markdown"
-        self._console: Any = None
-        if style == "rich":
-            from rich.console import Console  # optional extra: ragtrace[cli]
-
-            self._console = Console(file=out, width=max(100, shutil.get_terminal_size((120, 40)).columns))
-
-    def heading(self, text: str) -> None:
-        if self.style == "markdown":
-            self.out.write(f"## {text}\n\n")
-        elif self._console is not None:
-            from rich.text import Text
-
-            self._console.rule(Text(text))
-        else:
-            self.out.write(f"{text}\n{'=' * len(text)}\n")
-
-    def line(self, text: str = "") -> None:
-        if self._console is not None:
-            self._console.print(text, markup=False, highlight=False)
-        else:
-            self.out.write(text + "\n")
-
-    def bullets(self, items: Sequence[str]) -> None:
-        for item in items:
-            self.line(f"- {item}")
-        self.line()
-
-    def table(self, table: Table) -> None:
-        if self.style == "markdown":
-            self.out.write("\n".join(_markdown_table(table)) + "\n")
-        elif self._console is not None:
-            from rich.table import Table as RichTable
-            from rich.text import Text
-
-            # Text(), not str: trace text like "[1] why?" must never be read as rich markup
-            rich_table = RichTable(title=Text(table.title), title_justify="left")
-            for header, right in zip(table.headers, table.right):
-                rich_table.add_column(Text(header), justify="right" if right else "left")
-            for row in table.rows:
-                rich_table.add_row(*(Text(cell) for cell in row))
-            self._console.print(rich_table, markup=False, highlight=False)
-        else:
-            self.out.write("\n".join(_plain(table)) + "\n\n")
-
-
-def choose_style(out: IO[str], markdown: bool, plain: bool) -> str:
-    if markdown:
-        return "markdown"
-    if plain:
-        return "plain"
-    try:
-        interactive = out.isatty()
-    except (AttributeError, ValueError):
-        interactive = False
-    if interactive:
-        try:
-            import rich  # noqa: F401
-
-            return "rich"
-        except ImportError:
-            pass
-    return "plain"
-
-
 # --- report: text ---------------------------------------------------------------------------------
 def figures_table(title: str, group: Group) -> Table:
     table = Table(title, ["figure", *(f"p{p}" for p in PERCENTILES), "n"], [False, True, True, True, True])
@@ -350,7 +261,7 @@ def runs_table(result: ReportResult) -> Table:
     headers = ["time (UTC)", "pipeline", "query", "|R|", "|C|", "|K|", "precision", "recall", "recall_w", "wasted_tok", "citations", "verdict"]
     table = Table(title, headers, [False, False, False, True, True, True, True, True, True, True, False, False])
     for row, row_verdict in shown:
-        figures, inferred = row.figures, row.inferred
+        figures, inferred = row.figures, row.approximate
         table.add(
             (iso_time(row.time) or "-").replace("T", " ").rstrip("Z"),
             row.pipeline or "-",
@@ -383,9 +294,10 @@ def write_report_text(result: ReportResult, writer: Writer, warnings: int) -> No
     writer.line(input_line(result, warnings))
     if result.stats.traces_without_runs:
         writer.line(f"{result.stats.traces_without_runs:,} trace(s) with no retrieval or model call (index building, other work) are not pipeline runs")
+    inclusion = ", ".join(f"{method} {count:,}" for method, count in _inclusion_counts(overall).items())
     writer.line(
-        f"{overall.measurable:,} measured ({overall.inferred:,} inferred, marked ~), "
-        f"{overall.traces - overall.measurable:,} not measurable; "
+        f"{overall.measurable:,} measured, {overall.traces - overall.measurable:,} not measurable; "
+        f"inclusion: {inclusion or 'none known'} (~ marks figures resting on located or inferred inclusion); "
         f"verdicts: " + ", ".join(f"{k} {v:,}" for k, v in sorted(overall.verdicts.items()))
     )
     if aggregator.mismatched:
@@ -394,6 +306,12 @@ def write_report_text(result: ReportResult, writer: Writer, warnings: int) -> No
     writer.table(figures_table("Figures over all runs (nearest-rank percentiles)", overall))
     duplicates = overall.duplicates / overall.retrieved_items if overall.retrieved_items else None
     writer.line(f"Answers without conformant citations: {percent(overall.nonconformant_share)} of {overall.answers:,}")
+    if overall.traces_with_answers:
+        writer.line(
+            f"Invalid citations: {overall.out_of_context_citations + overall.unknown_citations:,} in {overall.traces_with_invalid:,} of "
+            f"{overall.traces_with_answers:,} runs with an answer: {overall.out_of_context_citations:,} out of context (a retrieved chunk the "
+            f"prompt did not show), {overall.unknown_citations:,} unknown (naming nothing retrieved)"
+        )
     writer.line(f"Empty retrievals: {percent(overall.empty_retrieval_rate)} of {overall.retrievals:,}")
     writer.line(f"Duplicate chunks: {percent(duplicates)} of {overall.retrieved_items:,} retrieved")
     if overall.reasons:

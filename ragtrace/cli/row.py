@@ -11,12 +11,17 @@ from typing import Any
 
 from .._internal.figures import Answer, Figures, Placed, Retrieved
 from .._internal.names import (
+    INCLUSION_INFERRED,
+    INCLUSION_LOCATED,
     METRIC_CITED_POSITIONS,
     METRIC_RECALL_PROXY,
     METRIC_WASTED_CONTEXT_TOKENS,
     PROXY_METRICS,
 )
 from .spans import Span
+
+# the inclusion methods whose figures the report marks with "~"
+APPROXIMATE_INCLUSION = frozenset({INCLUSION_LOCATED, INCLUSION_INFERRED})
 
 SOURCE_RAGTRACE = "ragtrace"
 SOURCE_OPENINFERENCE = "openinference"
@@ -48,7 +53,8 @@ class Row:
     query_hash: str | None = None
     content_mode: str | None = None
     source: str = SOURCE_RAGTRACE
-    inferred: bool = False
+    inferred: bool = False  # from another instrumentation's spans (see foreign)
+    inclusion: str | None = None  # how the context was known: recorded, declared, located, inferred (comma-joined if mixed)
     figures: dict[str, Any] = field(default_factory=dict)
     status: list[str] = field(default_factory=list)
     answers: int = 0
@@ -60,10 +66,21 @@ class Row:
     retrieved_ids: list[str] = field(default_factory=list)  # best rank first
     placed_depth: int | None = None  # deepest retrieval rank that reached the prompt
     mismatches: list[str] = field(default_factory=list)  # figures that differ from the recorded ones
+    # what the HTML drill-down (runs.chunk_lines) reads, for the runs it shows: the rebuilt
+    # retrievals, answers, unanswered contexts and (assemble span, placements, tokens known)
+    # triples (None: rows from other instrumentations). References only: nothing is built for the
+    # runs that are not shown.
+    sources: tuple[Any, ...] | None = None
 
     @property
     def measurable(self) -> bool:
         return METRIC_RECALL_PROXY in self.figures
+
+    @property
+    def approximate(self) -> bool:
+        """Whether the figures rest on chunk text searched for in the prompt (located, inferred),
+        not on placements recorded or declared when the prompt was built."""
+        return self.inclusion is not None and any(m in APPROXIMATE_INCLUSION for m in self.inclusion.split(","))
 
 
 def end_order(span: Span) -> tuple[int, int]:

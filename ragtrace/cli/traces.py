@@ -21,6 +21,7 @@ from .._internal.names import (
     GEN_AI_RETRIEVAL_QUERY_TEXT,
     GEN_AI_RETRIEVAL_TOP_K,
     GEN_AI_WORKFLOW_NAME,
+    INCLUSION_RECORDED,
     METRIC_CITED,
     METRIC_CITED_POSITIONS,
     METRIC_DUPLICATE_CHUNKS,
@@ -37,6 +38,7 @@ from .._internal.names import (
     RAG_CONTENT_MODE,
     RAG_CONTEXT_CHUNK_IDS,
     RAG_CONTEXT_CHUNK_TOKENS,
+    RAG_CONTEXT_INCLUSION_METHOD,
     RAG_CONTEXT_POSITIONS,
     RAG_GENERATION_CONTEXT_SPAN_ID,
     RAG_GENERATION_ROLE,
@@ -195,6 +197,7 @@ def _ragtrace_row(trace: Trace, pipeline: Span | None, members: list[tuple[Span,
 
     answers: list[Answer] = []
     answer_spans: list[Span] = []
+    methods: set[str] = set()  # how the contexts the figures rest on were known
     used: list[tuple[list[Placed], bool]] = []
     for span, stage in members:
         if stage != STAGE_GENERATE or span.get_str(RAG_GENERATION_ROLE) != ROLE_ANSWER:
@@ -205,6 +208,7 @@ def _ragtrace_row(trace: Trace, pipeline: Span | None, members: list[tuple[Span,
         context = _context_of(span, contexts, cited)
         if context is not None:
             used.append((context[1], context[2]))
+            methods.add(context[0].get_str(RAG_CONTEXT_INCLUSION_METHOD) or INCLUSION_RECORDED)
         answers.append(
             Answer(
                 placements=context[1] if context is not None else None,
@@ -220,11 +224,15 @@ def _ragtrace_row(trace: Trace, pipeline: Span | None, members: list[tuple[Span,
             row.nonconformant += 1
 
     unanswered = [] if answers else [placements for _, placements, _ in contexts]
+    if not answers:
+        methods.update(span.get_str(RAG_CONTEXT_INCLUSION_METHOD) or INCLUSION_RECORDED for span, _, _ in contexts)
+    row.inclusion = ",".join(sorted(methods)) or None
     result = compute(retrievals, answers, contexts=unanswered, unreadable=unreadable)
     tokens_known = all(known for _, known in used) if answers else all(known for _, _, known in contexts)
     if not tokens_known:
         result.values.pop(METRIC_WASTED_CONTEXT_TOKENS, None)
     retrieval_facts(row, retrievals, result, answers, unanswered)
+    row.sources = (retrievals, answers, unanswered, contexts)
     row.figures, row.status = result.values, list(result.status)
     if pipeline is not None:
         row.mismatches = _mismatches(pipeline, result, retrievals)
