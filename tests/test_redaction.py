@@ -7,9 +7,13 @@ OpenTelemetry SDK received: the finished spans, what span processors saw at star
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import os
 import re
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -19,7 +23,8 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, Tracer
 from opentelemetry.trace import StatusCode
 
 import ragtrace
-from ragtrace._internal import chunks, config, names, redaction
+from ids import keyed_digest
+from ragtrace._internal import chunks, config, keyed, names, redaction
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -664,3 +669,116 @@ def test_a_redactor_sees_each_prompt_message_once_and_every_attribute_shows_its_
     assert attrs[names.indexed(names.OI_LLM_INPUT_MESSAGES, 1, names.OI_MESSAGE_CONTENT)] == "WHAT IS BM25?"
     assert attrs[names.OI_OUTPUT_VALUE] == "LEXICAL RANKING"
     assert attrs[names.indexed(names.OI_LLM_OUTPUT_MESSAGES, 0, names.OI_MESSAGE_CONTENT)] == "LEXICAL RANKING"
+
+
+# --- content-derived values are keyed (threat model in docs/redaction.md) ---------------------------
+def unkeyed_digests(text: str) -> set[str]:
+    """What an attacker with a list of guesses computes: common unkeyed hashes of the text as given
+    and normalised, whole and cut to the lengths ragtrace exports."""
+    found = set()
+    for variant in {text, " ".join(text.lower().split())}:
+        data = variant.encode("utf-8")
+        for digest in (
+            hashlib.blake2b(data, digest_size=8).hexdigest(),
+            hashlib.blake2b(data).hexdigest(),
+            hashlib.sha256(data).hexdigest(),
+            hashlib.sha1(data).hexdigest(),
+            hashlib.md5(data).hexdigest(),
+        ):
+            found |= {digest, digest[:16]}
+    return found
+
+
+class LangChainDocument:
+    def __init__(self, page_content: str) -> None:
+        self.page_content, self.metadata, self.id = page_content, {}, None
+
+
+@pytest.mark.parametrize("mode", ["redact", "hash", "full"])
+def test_no_unkeyed_content_derived_value_is_exported(spans, mode):
+    ragtrace.configure(tracer_provider=spans.provider, capture_content=mode)
+    query = "my PIN is 4821"
+    contents = ["4821", "short chunk", "tuple chunk"]
+    with ragtrace.rag_pipeline("pin", query=query):
+        with ragtrace.retrieve(query) as r:
+            r.record([contents[0], LangChainDocument(contents[1]), (contents[2], 0.5)])
+        with ragtrace.assemble() as ctx:
+            for chunk in r.chunks:
+                ctx.add(chunk)
+        with ragtrace.generate(model="m", prompt=ctx.prompt) as g:
+            g.record("It is [1].")
+    exported = "\n".join(exported_text(s) for s in spans.all())
+    guesses = {text: unkeyed_digests(text) for text in (query, *contents)}
+    assert {text for text, digests in guesses.items() if any(d in exported for d in digests)} == set()
+    pipeline = spans.one("pipeline").attributes
+    assert pipeline[names.RAG_QUERY_HASH] == keyed_digest(" ".join(query.lower().split()), b"ragtrace-query")
+    assert list(spans.one("retrieve").attributes[names.RAG_RETRIEVAL_CHUNK_IDS]) == [keyed_digest(c) for c in contents]
+
+
+def test_a_dictionary_attack_on_the_query_hash_finds_nothing(spans):
+    ragtrace.configure(tracer_provider=spans.provider, capture_content="redact")
+    with ragtrace.rag_pipeline("pin", query="my PIN is 4821"):
+        pass
+    exported = spans.one("pipeline").attributes[names.RAG_QUERY_HASH]
+    candidates = (f"my pin is {n:04d}" for n in range(10_000))
+    assert not any(
+        hashlib.sha256(c.encode()).hexdigest()[:16] == exported or hashlib.blake2b(c.encode(), digest_size=8).hexdigest() == exported
+        for c in candidates
+    )
+
+
+def _ids_in_a_fresh_process(tmp_path, env: dict[str, str], code: str = "") -> tuple[list[str], str]:
+    script = tmp_path / "ids.py"
+    script.write_text(
+        "import json, ragtrace\n"
+        "from opentelemetry.sdk.trace import TracerProvider\n"
+        "from opentelemetry.sdk.trace.export import SimpleSpanProcessor\n"
+        "from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter\n"
+        "exporter = InMemorySpanExporter(); provider = TracerProvider(); provider.add_span_processor(SimpleSpanProcessor(exporter))\n"
+        f"ragtrace.configure(tracer_provider=provider, capture_content='redact'{code})\n"
+        "with ragtrace.rag_pipeline('p', query='Where is Paris?'):\n"
+        "    with ragtrace.retrieve() as r:\n"
+        "        r.record(['Paris is in France.'])\n"
+        "found = {s.attributes['rag.stage']: dict(s.attributes) for s in exporter.get_finished_spans()}\n"
+        "print(json.dumps([found['pipeline']['rag.query.hash'], *found['retrieve']['rag.retrieval.chunk_ids']]))\n"
+    )
+    environment = {k: v for k, v in os.environ.items() if k != "RAGTRACE_HASH_KEY"} | env
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=environment, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout), done.stderr
+
+
+def test_a_shared_key_keeps_ids_stable_across_processes(tmp_path):
+    first, _ = _ids_in_a_fresh_process(tmp_path, {"RAGTRACE_HASH_KEY": "shared secret"})
+    second, _ = _ids_in_a_fresh_process(tmp_path, {}, ", hash_key='shared secret'")
+    other, _ = _ids_in_a_fresh_process(tmp_path, {"RAGTRACE_HASH_KEY": "another secret"})
+    assert first == second
+    assert not set(first) & set(other)
+
+
+def test_without_a_key_each_process_gets_its_own_random_key_and_one_warning(tmp_path):
+    first, log = _ids_in_a_fresh_process(tmp_path, {})
+    second, _ = _ids_in_a_fresh_process(tmp_path, {})
+    assert not set(first) & set(second)
+    assert log.count("RAGTRACE_HASH_KEY") == 1 and "golden set" in log and "random key" in log
+
+
+def test_without_a_key_the_random_key_is_kept_for_the_process(spans, monkeypatch, caplog):
+    monkeypatch.delenv("RAGTRACE_HASH_KEY")
+    keyed.forget()
+    try:
+        with caplog.at_level(logging.WARNING, logger="ragtrace"):
+            ragtrace.configure(tracer_provider=spans.provider, capture_content="redact")
+            first = chunks.content_hash("text")
+            ragtrace.configure(tracer_provider=spans.provider)  # reconfiguring keeps the process's key
+            assert chunks.content_hash("text") == first != keyed_digest("text")
+        assert len([r for r in caplog.records if "random key" in r.getMessage()]) == 1
+    finally:
+        keyed.forget()
+
+
+@pytest.mark.parametrize(("key", "error"), [(123, TypeError), ("", ValueError), (b"", ValueError), (["k"], TypeError)])
+def test_a_bad_hash_key_raises_at_the_call_site(key, error):
+    with pytest.raises(error):
+        ragtrace.configure(hash_key=key)
+    assert config.current() == config.Config()

@@ -67,7 +67,11 @@ class Assemble(Stage):
         return names.ASSEMBLE_SPAN_NAME
 
     def add(self, chunk: Any) -> bool:
-        """Place a chunk in the context; returns False when it did not land (duplicate, budget)."""
+        """Place a chunk in the context; returns False when it did not land (duplicate, budget).
+        A list of chunks places each in order, and returns whether all of them landed."""
+        if type(chunk) is list:
+            landed = [self.add(item) for item in chunk]
+            return bool(landed) and all(landed)
         return bool(call_guarded("assembly bookkeeping", self._add, chunk, default=False))
 
     def _add(self, chunk: Any) -> bool:
