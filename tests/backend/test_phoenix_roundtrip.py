@@ -29,6 +29,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import ragtrace
+from ragtrace._internal import names
 
 from .phoenix import PROJECT_NAME_ATTRIBUTE, PhoenixServer, otlp_attributes
 
@@ -619,7 +620,9 @@ def test_no_content_reaches_phoenix(export: Export, mode: str) -> None:
     assert retrieve["span_kind"] == "RETRIEVER" and retrieve["status_code"] == "UNSET"
     assert [a[f"retrieval.documents.{i}.document.id"] for i in range(4)] == ["m0", "m1", "m2", "m3"]
     assert [a[f"retrieval.documents.{i}.document.score"] for i in range(4)] == pytest.approx([0.9, 0.8, 0.7, 0.6])
-    assert keys_under(a, "retrieval.documents.") == {f"retrieval.documents.{i}.document.{f}" for i in range(4) for f in ("id", "score")}
+    # the document cards say the text was withheld (names.REDACTED), rather than showing empty
+    assert keys_under(a, "retrieval.documents.") == {f"retrieval.documents.{i}.document.{f}" for i in range(4) for f in ("id", "score", "content")}
+    assert {a[f"retrieval.documents.{i}.document.content"] for i in range(4)} == {names.REDACTED}
     assert a["rag.retrieval.chunk_ids"] == ["m0", "m1", "m2", "m3"]
     assert "input.value" not in a and "gen_ai.retrieval.query.text" not in a
     if mode == "hash":
@@ -630,7 +633,8 @@ def test_no_content_reaches_phoenix(export: Export, mode: str) -> None:
 
     rr = by_name["rerank ms-marco-MiniLM"][0]["attributes"]
     assert [rr[f"reranker.output_documents.{i}.document.id"] for i in range(3)] == ["m2", "m0", "m1"]
-    assert keys_under(rr, "reranker.output_documents.") == {f"reranker.output_documents.{i}.document.{f}" for i in range(3) for f in ("id", "score")}
+    assert keys_under(rr, "reranker.output_documents.") == {f"reranker.output_documents.{i}.document.{f}" for i in range(3) for f in ("id", "score", "content")}
+    assert {rr[f"reranker.output_documents.{i}.document.content"] for i in range(3)} == {names.REDACTED}
     assert "reranker.query" not in rr and "input.value" not in rr
 
     p = by_name["assemble_context"][0]["attributes"]
@@ -644,8 +648,9 @@ def test_no_content_reaches_phoenix(export: Export, mode: str) -> None:
     assert (g["llm.token_count.prompt"], g["llm.token_count.completion"], g["llm.token_count.total"]) == (120, 14, 134)
     assert g["llm.model_name"] == "gpt-4o-mini" and g["gen_ai.response.model"] == "gpt-4o-mini-2024-07-18"
     assert [g[f"llm.input_messages.{i}.message.role"] for i in range(2)] == ["system", "user"]
-    assert keys_under(g, "llm.input_messages.") == {f"llm.input_messages.{i}.message.role" for i in range(2)}
-    assert keys_under(g, "llm.output_messages.") == {"llm.output_messages.0.message.role"}
+    assert keys_under(g, "llm.input_messages.") == {f"llm.input_messages.{i}.message.{f}" for i in range(2) for f in ("role", "content")}
+    assert keys_under(g, "llm.output_messages.") == {f"llm.output_messages.0.message.{f}" for f in ("role", "content")}
+    assert {g[f"llm.{d}_messages.{i}.message.content"] for d, i in (("input", 0), ("input", 1), ("output", 0))} == {names.REDACTED}
     assert "gen_ai.input.messages" not in g and "gen_ai.output.messages" not in g and "input.value" not in g
     # Phoenix fills the LLM output from gen_ai.response.id/model when ragtrace sends no text: not content.
     assert json.loads(g["output.value"]) == {"id": "chatcmpl-rt-1", "model": "gpt-4o-mini-2024-07-18"}
