@@ -308,6 +308,41 @@ def test_framework_documents(tmp_path):
     assert math.isclose(got["recall_proxy"], 2 / 3)
 
 
+# --- LangChain, turned on with one line ----------------------------------------------------------
+def test_langchain_rag(tmp_path):
+    out = run_ok("langchain_rag", f"jsonl:{tmp_path / 'spans.jsonl'}", cwd=tmp_path)
+    answers = re.findall(r"^A: (.+)$", out, re.M)
+    assert len(answers) == 2 and answers[0].endswith("[1]")
+
+    traces = by_trace(read_spans(tmp_path / "spans.jsonl"))
+    assert len(traces) == 2
+    lcel, qa = sorted(traces.values(), key=lambda t: root_of(t)["name"])
+    assert [root_of(t)["name"] for t in (lcel, qa)] == ["invoke_workflow RunnableSequence", "invoke_workflow retrieval_chain"]
+    for trace, method in ((lcel, "located"), (qa, "declared")):
+        assert sorted(s["attributes"]["rag.stage"] for s in trace) == ["assemble", "generate", "pipeline", "retrieve"]
+        assert stage(trace, "assemble")["attributes"]["rag.context.inclusion_method"] == method
+        assert root_of(trace)["resource"]["service.name"] == "langchain-rag"
+        retrieved = stage(trace, "retrieve")["attributes"]["rag.retrieval.chunk_ids"]
+        got = figures(root_of(trace))
+        assert (got["retrieved"], got["in_context"], got["cited"]) == (3, 3, 1)
+        assert math.isclose(got["recall_proxy"], 1 / 3)
+    assert stage(lcel, "generate")["attributes"]["rag.citation.ids"] == [retrieved[0]]
+    assert stage(qa, "generate")["attributes"]["rag.citation.ids"] == [retrieved[1]]
+
+
+def test_langchain_rag_without_its_ragtrace_lines_is_the_same_app(tmp_path):
+    """The lines changed against the uninstrumented app (docs/integrations.md counts them)."""
+    body = (EXAMPLES / "langchain_rag.py").read_text(encoding="utf-8").split('"""', 2)[2].splitlines()
+    ours = [line for line in body if line.endswith("# ragtrace")]
+    assert [line.strip().split("(")[0] for line in ours] == ["import ragtrace  # ragtrace", "ragtrace.configure", "ragtrace.instrument"]
+    assert not any("ragtrace" in line for line in body if line not in ours)
+    plain = tmp_path / "langchain_plain.py"
+    plain.write_text("\n".join(line for line in body if line not in ours) + "\n", encoding="utf-8")
+    done = run(plain, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == run_ok("langchain_rag", f"jsonl:{tmp_path / 'spans.jsonl'}", cwd=tmp_path)
+
+
 # --- an OpenAI-compatible server on loopback (tests/loopback.py) ---------------------------------
 @pytest.mark.parametrize("stream", [False, True], ids=["completion", "stream"])
 def test_openai_client_against_a_local_server(tmp_path, chat_server, stream):

@@ -13,6 +13,8 @@ from . import names, otel_metrics
 from .assembly import ContextRecord
 from .citations import CitationPattern, CitationResult, parse_citations
 from .guard import call_guarded, guard, warn_once
+from .messages import as_messages
+from .outputs import langchain_output
 from .spans import all_passed, gate_messages, message_text, messages_json
 from .assemble_stage import Assemble
 from .stage import Stage, as_text, float_or_none, int_or_none, prompt_json, set_figures
@@ -263,7 +265,7 @@ def _prompt_messages(prompt: Any) -> list[Mapping[str, Any]] | None:
         return [{"role": "user", "content": prompt}]
     if isinstance(prompt, Sequence) and prompt and all(isinstance(m, Mapping) for m in prompt):
         return list(prompt)
-    return None
+    return as_messages(prompt) or None  # LangChain/LlamaIndex message objects
 
 
 def _get(obj: Any, key: str) -> Any:
@@ -280,6 +282,9 @@ def _completion(output: Any) -> tuple[str | None, dict[str, Any]]:
         return output, {}
     if isinstance(output, bytes):
         return output.decode("utf-8", "replace"), {}
+    found = langchain_output(output)
+    if found is not None:
+        return found
     choices = _get(output, "choices")
     if choices is not None:
         first = choices[0] if isinstance(choices, Sequence) and choices else None

@@ -273,11 +273,18 @@ DB_QUERY_RESULT_SCORE: Final = "db.query.result.score"
 DB_QUERY_RESULT_DISTANCE: Final = "db.query.result.distance"
 DB_QUERY_RESULT_DOCUMENT: Final = "db.query.result.document"
 # Legacy flattened GenAI prompt/completion attributes (OpenLLMetry and older OTel GenAI):
-# gen_ai.prompt.{i}.role / .content, gen_ai.completion.{i}.role / .content (see ``indexed``)
+# gen_ai.prompt.{i}.role / .content, gen_ai.completion.{i}.role / .content (see ``indexed``), or
+# gen_ai.prompt / gen_ai.completion themselves as one string (RAGScope and others)
 GEN_AI_PROMPT: Final = "gen_ai.prompt"
 GEN_AI_COMPLETION: Final = "gen_ai.completion"
 LEGACY_MESSAGE_ROLE: Final = "role"
 LEGACY_MESSAGE_CONTENT: Final = "content"
+# The Vercel AI SDK's own telemetry (read by ``ragtrace report``): ai.prompt is a JSON string
+# ({system, prompt, messages}), ai.prompt.messages the JSON messages sent to the provider
+AI_PROMPT: Final = "ai.prompt"
+AI_PROMPT_MESSAGES: Final = "ai.prompt.messages"
+AI_RESPONSE_TEXT: Final = "ai.response.text"
+AI_RESULT_TEXT: Final = "ai.result.text"  # before AI SDK 4
 # gen_ai.operation.name values of a model call (besides ragtrace's own "chat")
 GENERATION_OPERATIONS: Final = frozenset({OP_CHAT, "text_completion", "generate_content", "completion"})
 

@@ -19,6 +19,7 @@ from .aggregate import Contribution, Group, contribution, summary_numbers
 from .distribution import Series
 from .recommend import recommend
 from .row import Row
+from .settings import below
 from .verdicts import SEVERITY, Verdict, verdict
 
 DEFAULT_GROUP_BY = ("pipeline", "route", "version", "top_k")
@@ -167,6 +168,6 @@ class Aggregator:
             p50 = self.overall.figures[metric].percentile(50)
             if p50 is None:
                 failures.append(f"{metric}: no measurable traces (bar {bar:g})")
-            elif p50 < bar:
+            elif below(p50, bar):
                 failures.append(f"{metric}: p50 {p50:.3f} < {bar:g}")
         return failures

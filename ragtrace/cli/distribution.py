@@ -57,9 +57,6 @@ class Distribution:
                 return value
         return None  # pragma: no cover - rank <= n
 
-    def share_below(self, bar: float) -> float:
-        return sum(c for v, c in self.counts.items() if v < bar) / self.n if self.n else 0.0
-
     def histogram(self, bins: int, low: float = 0.0, high: float = 1.0) -> list[int]:
         counts = [0] * bins
         width = (high - low) / bins

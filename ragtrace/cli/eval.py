@@ -29,7 +29,7 @@ from .diagnostics import Diagnostics
 from .notdata import JunkRun, binary
 from .reader import InputError, ReadStats
 from .report import ReadOptions, iter_rows, open_reader
-from .settings import Settings
+from .settings import Settings, below
 from .traces import STATUS_ATTRIBUTES_LOST, Row
 
 METRICS = ("recall", "precision", "mrr", "ndcg")
@@ -265,7 +265,7 @@ class EvalResult:
         spots = []
         for query in self.matched():
             proxy, recall = query.mean("recall_proxy"), query.mean("recall")
-            if proxy is not None and recall is not None and proxy >= self.proxy_bar and recall < self.low_recall:
+            if proxy is not None and recall is not None and not below(proxy, self.proxy_bar) and below(recall, self.low_recall):
                 spots.append(query)
         return sorted(spots, key=lambda q: (q.mean("recall"), -(q.mean("recall_proxy") or 0), q.line))
 
@@ -313,7 +313,7 @@ class EvalResult:
             value = means.get(key)
             if value is None:
                 failures.append(f"{key}: no matched queries (bar {bar:g})")
-            elif value < bar:
+            elif below(value, bar):
                 failures.append(f"{key}: mean {value:.3f} < {bar:g}")
         return failures
 

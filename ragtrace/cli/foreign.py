@@ -24,7 +24,6 @@ from .row import (
     STATUS_INCOMPLETE,
     STATUS_NO_CHUNK_TEXT,
     STATUS_NO_PROMPT,
-    STATUS_NO_RAG_SPANS,
     STATUS_PROMPT_TOO_LARGE,
     Row,
     end_order,
@@ -37,7 +36,9 @@ MAX_PROMPT_CHARS = 1_000_000  # larger prompts are not searched (locate is linea
 _MAX_INDEXED = 10_000  # cap on flattened list attributes (retrieval.documents.{i}...)
 
 
-def foreign_row(trace: Trace) -> Row:
+def foreign_row(trace: Trace) -> Row | None:
+    """The run of a trace from another instrumentation; None when the trace holds neither a
+    retrieval nor a model call, so it is no pipeline run."""
     spans = trace.spans
     roots = [s for s in spans if s.local_root]
     anchor = min(roots or spans, key=lambda s: s.start or 0)
@@ -70,12 +71,11 @@ def foreign_row(trace: Trace) -> Row:
                 query = span.get_str(names.GEN_AI_RETRIEVAL_QUERY_TEXT) or span.get_str(names.OI_INPUT_VALUE)
         elif _is_generation(span):
             generations.append(span)
+    if not retrievals and not generations:
+        return None  # index building, embeddings alone, other work: not a pipeline run
     row.query = query
-    if row.source == SOURCE_UNKNOWN and not retrievals and not generations:
-        row.status = [STATUS_NO_RAG_SPANS]
-        return row
 
-    answers, contexts, reason = _infer(retrievals, generations, row)
+    answers, contexts, reason = _infer(retrievals, generations, row, {span.span_id: span for span in spans} if len(generations) > 1 else {})
     result = compute(retrievals, answers, contexts=contexts, unreadable=unreadable)
     retrieval_facts(row, retrievals, result, answers, contexts)
     row.figures, row.status = result.values, list(result.status)
@@ -115,7 +115,10 @@ def _documents(span: Span) -> list[dict[str, Any]] | None:
                 break
             documents.append({"id": span.get(id_key), "content": span.get(content_key), "score": span.get(score_key)})
         return documents
-    if names.GEN_AI_RETRIEVAL_DOCUMENTS in attrs or span.get(names.GEN_AI_OPERATION_NAME) == names.OP_RETRIEVAL:
+    operation = span.get(names.GEN_AI_OPERATION_NAME)
+    if operation == names.OP_RERANK:  # its documents are the retrieved ones reordered, not more of them
+        return None
+    if names.GEN_AI_RETRIEVAL_DOCUMENTS in attrs or operation == names.OP_RETRIEVAL:
         raw = span.get(names.GEN_AI_RETRIEVAL_DOCUMENTS)
         parsed = _json(raw, span, names.GEN_AI_RETRIEVAL_DOCUMENTS) if isinstance(raw, str) else raw
         if isinstance(parsed, list):
@@ -163,6 +166,9 @@ def _is_generation(span: Span) -> bool:
         names.GEN_AI_INPUT_MESSAGES in attrs
         or names.indexed(names.GEN_AI_PROMPT, 0, names.LEGACY_MESSAGE_CONTENT) in attrs
         or names.indexed(names.OI_LLM_INPUT_MESSAGES, 0, names.OI_MESSAGE_CONTENT) in attrs
+        or names.GEN_AI_PROMPT in attrs
+        or names.AI_PROMPT in attrs
+        or names.AI_PROMPT_MESSAGES in attrs
     )
 
 
@@ -180,6 +186,12 @@ def _messages_from_indexed(span: Span, prefix: str, role_key: str, content_key: 
 def _genai_messages(span: Span, key: str) -> list[dict[str, Any]] | None:
     """GenAI ``{role, parts: [{type: text, content}]}`` messages (or ``{role, content}``) as chat messages."""
     parsed = _json(span.get(key), span, key) if key in span.attrs else None
+    return _chat(parsed)
+
+
+def _chat(parsed: Any) -> list[dict[str, Any]] | None:
+    """Parsed JSON messages as chat messages: ``{role, content}`` where content is a string, or
+    text parts (GenAI ``parts: [{type, content}]``, the Vercel AI SDK's ``content: [{type, text}]``)."""
     if not isinstance(parsed, list):
         return None
     messages = []
@@ -188,13 +200,46 @@ def _genai_messages(span: Span, key: str) -> list[dict[str, Any]] | None:
             continue
         content = message.get("content")
         if not isinstance(content, str):
+            parts = content if isinstance(content, list) else message.get("parts") or ()
             pieces = []
-            for part in message.get("parts") or ():
-                if isinstance(part, dict) and isinstance(part.get("content"), str):
-                    pieces.append(part["content"])
+            for part in parts:
+                if isinstance(part, dict):
+                    text = part.get("content") if isinstance(part.get("content"), str) else part.get("text")
+                    if isinstance(text, str):
+                        pieces.append(text)
             content = "\n".join(pieces)
         messages.append({"role": str(message.get("role") or "user"), "content": content})
     return messages or None
+
+
+def _flat_prompt(span: Span) -> Any:
+    """A prompt written as one string attribute: ``gen_ai.prompt`` (text, or JSON messages), the
+    Vercel AI SDK's ``ai.prompt.messages`` (JSON messages) or ``ai.prompt`` (JSON ``{system,
+    prompt, messages}``, or text). Chat messages or a string, or None."""
+    for key in (names.AI_PROMPT_MESSAGES, names.GEN_AI_PROMPT, names.AI_PROMPT):
+        value = span.get(key)
+        if not isinstance(value, str):
+            continue
+        if value.lstrip()[:1] not in ("[", "{"):
+            return value
+        try:
+            parsed = json.loads(value)
+        except (ValueError, RecursionError):
+            return value
+        if isinstance(parsed, dict):
+            messages = [{"role": "system", "content": parsed["system"]}] if isinstance(parsed.get("system"), str) else []
+            messages += _chat(parsed.get("messages")) or []
+            prompt = parsed.get("prompt")
+            if isinstance(prompt, str):
+                messages.append({"role": "user", "content": prompt})
+            else:
+                messages += _chat(prompt) or []
+            if messages:
+                return messages
+        elif (messages := _chat(parsed)) is not None:
+            return messages
+        return value
+    return None
 
 
 def _prompt(span: Span) -> Any:
@@ -204,6 +249,9 @@ def _prompt(span: Span) -> Any:
         or _genai_messages(span, names.GEN_AI_INPUT_MESSAGES)
         or _messages_from_indexed(span, names.GEN_AI_PROMPT, names.LEGACY_MESSAGE_ROLE, names.LEGACY_MESSAGE_CONTENT)
     )
+    if found is not None:
+        return found
+    found = _flat_prompt(span)
     if found is not None:
         return found
     value = span.get(names.OI_INPUT_VALUE)
@@ -226,8 +274,11 @@ def _output(span: Span) -> str | None:
     ):
         if messages:
             return "\n".join(m["content"] for m in messages if m["content"])
-    value = span.get(names.OI_OUTPUT_VALUE)
-    return value if isinstance(value, str) else None
+    for key in (names.OI_OUTPUT_VALUE, names.GEN_AI_COMPLETION, names.AI_RESPONSE_TEXT, names.AI_RESULT_TEXT):
+        value = span.get(key)
+        if isinstance(value, str):
+            return value
+    return None
 
 
 def _prompt_size(prompt: Any) -> int:
@@ -236,8 +287,25 @@ def _prompt_size(prompt: Any) -> int:
     return sum(len(m.get("content") or "") for m in prompt)
 
 
+def _outermost_calls_dropped(located: list[tuple[Span, Any]], spans_by_id: dict[str, Span]) -> list[tuple[Span, Any]]:
+    """One model call per chain of nested model-call spans (LlamaIndex's ``predict`` around
+    ``complete``, the Vercel AI SDK's ``ai.generateText`` around ``doGenerate``): the innermost
+    with an answer, else the innermost. Each inner span names the same call as the outer one."""
+    ids = {span.span_id for span, _ in located}
+    answered = {span.span_id for span, _ in located if _output(span) is not None}
+    dropped: set[str] = set()
+    for span, _ in located:
+        parent, seen = span.parent_id, 0
+        while parent and seen < 256:  # bounded: a parent cycle in bad input must not hang
+            if parent in ids:
+                dropped.add(parent if span.span_id in answered or parent not in answered else span.span_id)
+            ancestor = spans_by_id.get(parent)
+            parent, seen = (ancestor.parent_id if ancestor is not None else ""), seen + 1
+    return [(span, record) for span, record in located if span.span_id not in dropped]
+
+
 def _infer(
-    retrievals: list[list[Chunk]], generations: list[Span], row: Row
+    retrievals: list[list[Chunk]], generations: list[Span], row: Row, spans_by_id: dict[str, Span]
 ) -> tuple[list[Answer], list[list[Placement]], str | None]:
     """Answers (and unanswered contexts) inferred by locating chunk text in the prompts.
 
@@ -273,6 +341,8 @@ def _infer(
         located.append((span, locate(chunks, prompt)))
     if not located:
         return [], [], STATUS_PROMPT_TOO_LARGE if too_large else STATUS_NO_PROMPT
+    if len(located) > 1:
+        located = _outermost_calls_dropped(located, spans_by_id)
 
     with_chunks = [(span, record) for span, record in located if record.placements]
     chosen = with_chunks or [located[-1]]

@@ -38,6 +38,7 @@ class ReadStats:
     traces: int = 0
     late_spans: int = 0
     evicted_traces: int = 0
+    traces_without_runs: int = 0  # no retrieval or model call: index building, other work (counted by report.iter_rows)
 
 
 class TraceJoiner:

@@ -169,6 +169,7 @@ def report_document(result: ReportResult) -> dict[str, Any]:
             "spans": stats.spans,
             "traces": stats.traces,
             "runs": result.runs,
+            "traces_without_runs": stats.traces_without_runs,
             "late_spans": stats.late_spans,
             "traces_finished_early": stats.evicted_traces,
             "recorded_mismatches": aggregator.mismatched,
@@ -378,6 +379,8 @@ def write_report_text(result: ReportResult, writer: Writer, warnings: int) -> No
     overall = aggregator.overall
     writer.heading("ragtrace report")
     writer.line(input_line(result, warnings))
+    if result.stats.traces_without_runs:
+        writer.line(f"{result.stats.traces_without_runs:,} trace(s) with no retrieval or model call (index building, other work) are not pipeline runs")
     writer.line(
         f"{overall.measurable:,} measured ({overall.inferred:,} inferred, marked ~), "
         f"{overall.traces - overall.measurable:,} not measurable; "

@@ -112,6 +112,8 @@ def iter_rows(
                     f"trace {trace.trace_id} could not be read ({type(error).__name__}: {error}); left out",
                 )
                 continue
+            if not rows:
+                reader.stats.traces_without_runs += 1
             if scores is not None:
                 scores.add_rows(rows)
             if latency is not None:

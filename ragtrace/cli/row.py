@@ -31,7 +31,6 @@ STATUS_SPANS_MISSING = "spans_missing"
 STATUS_NO_CHUNK_TEXT = "chunk_text_unavailable"
 STATUS_NO_PROMPT = "prompt_unavailable"
 STATUS_PROMPT_TOO_LARGE = "prompt_too_large"
-STATUS_NO_RAG_SPANS = "no_rag_spans"
 
 
 @dataclass(slots=True)

@@ -31,7 +31,7 @@ from .._internal.names import (
 from .aggregate import PERCENTILES
 from .distribution import Distribution
 from .row import Row
-from .settings import SCORE_PREFIX
+from .settings import SCORE_PREFIX, below
 from .spans import Span, Trace
 
 DEFAULT_SCORE_BAR = 0.5
@@ -179,7 +179,7 @@ class ScoreJoin:
                 summary.unmeasured += 1
                 continue
             value = sum(values) / len(values)
-            key = _quadrant(proxy >= self.proxy_bar, value >= summary.bar)
+            key = _quadrant(not below(proxy, self.proxy_bar), not below(value, summary.bar))
             summary.quadrants[key].members.append((value, trace_id))
         self._summaries = dict(sorted(summaries.items()))
         return self._summaries
@@ -218,7 +218,7 @@ class ScoreJoin:
             p50 = summary.distribution.percentile(50) if summary is not None else None
             if p50 is None:
                 failures.append(f"{key}: no scores (bar {bar:g})")
-            elif p50 < bar:
+            elif below(p50, bar):
                 failures.append(f"{key}: p50 {p50:.3f} < {bar:g}")
         return failures
 

@@ -39,6 +39,9 @@ REPORT_GATES = names.PROXY_METRICS
 EVAL_GATES = ("recall", "precision", "mrr", "ndcg")
 DEFAULT_MIN_TRACES = 5
 DEFAULT_LOW_RECALL = 0.5
+# Figures are ratios and means computed in floating point: a weighted recall of exactly 2/5 comes
+# out as 0.3999999999999999. A figure within BAR_TOLERANCE of a bar meets it.
+BAR_TOLERANCE = 1e-9
 SCORE_PREFIX = "score."  # fail_under score.<name>: a gate on a judge score (record_score)
 _SCORE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.\-]{0,200}")  # record_score's rule
 
@@ -57,6 +60,11 @@ class Settings:
     low_recall: float = DEFAULT_LOW_RECALL
     eval_fail_under: dict[str, float] = field(default_factory=dict)
     source: str | None = None  # the pyproject.toml the values came from
+
+
+def below(value: float, bar: float) -> bool:
+    """Whether ``value`` misses ``bar`` (--threshold, --fail-under): below it by more than rounding error."""
+    return value < bar - BAR_TOLERANCE
 
 
 def find_pyproject(start: Path | None = None) -> Path | None:

@@ -78,7 +78,8 @@ _LABEL_START = len(_LABEL_FIRST)
 
 # --- trace -> runs --------------------------------------------------------------------------------
 def rows_of(trace: Trace) -> list[Row]:
-    """The rows of one trace: one per ragtrace pipeline run, or one for the whole trace."""
+    """The rows of one trace: one per ragtrace pipeline run, or one for the whole trace (none when
+    it holds no retrieval or model call: index building, other work)."""
     spans = trace.spans
     stages: list[tuple[Span, str]] = []
     for span in spans:
@@ -86,7 +87,8 @@ def rows_of(trace: Trace) -> list[Row]:
         if stage is not None:
             stages.append((span, stage))
     if not stages:
-        return [foreign_row(trace)]
+        row = foreign_row(trace)
+        return [row] if row is not None else []
 
     by_id: dict[str, Span] = {}  # built when a span's parent is not its pipeline (see below)
     pipelines = [span for span, stage in stages if stage == STAGE_PIPELINE]

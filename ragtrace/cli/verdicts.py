@@ -25,11 +25,11 @@ from .row import (
     STATUS_INCOMPLETE,
     STATUS_NO_CHUNK_TEXT,
     STATUS_NO_PROMPT,
-    STATUS_NO_RAG_SPANS,
     STATUS_PROMPT_TOO_LARGE,
     STATUS_SPANS_MISSING,
     Row,
 )
+from .settings import below
 
 VERDICT_OK = "ok"
 VERDICT_CHECK = "check"
@@ -49,7 +49,6 @@ REASON_TEXT = {
     STATUS_NO_CHUNK_TEXT: "no chunk text to locate",
     STATUS_NO_PROMPT: "no prompt to search",
     STATUS_PROMPT_TOO_LARGE: "prompt too large to search",
-    STATUS_NO_RAG_SPANS: "no retrieval or model spans",
 }
 
 SHORT = {
@@ -80,7 +79,7 @@ def verdict(row: Row, thresholds: Mapping[str, float]) -> Verdict:
     reasons = []
     for metric, bar in thresholds.items():
         value = row.figures.get(metric)
-        if isinstance(value, (int, float)) and value < bar:
+        if isinstance(value, (int, float)) and below(value, bar):
             reasons.append(f"{SHORT.get(metric, metric)}<{bar:g}")
     if row.nonconformant:
         reasons.append("no citations")

@@ -198,3 +198,22 @@ def test_version(cli):
     result = cli("--version")
     assert result.code == 0 and result.out.startswith("ragtrace ")
     assert result.out.rstrip().endswith("(report path: compiled)")  # what make test builds (test_compiled.py)
+
+
+def test_bars_meet_figures_equal_to_them_up_to_rounding(cli, tmp_path):
+    """Issue 14, item 5: cited ranks 2 and 3 of 4 give a weighted recall of exactly 2/5, which
+    floating point computes as 0.3999999999999999: it meets a bar of 0.4, as a verdict and as a gate."""
+    path = tmp_path / "two-fifths.jsonl"
+    provider = provider_to(path)
+    metrics = pipeline(provider, "qa", "What is BM25?", ["d1", "d2", "d3", "d4"], ["d1", "d2", "d3", "d4"], "See [2] and [3].")
+    provider.shutdown()
+    assert metrics["recall_proxy_weighted"] == 0.3999999999999999  # the float the issue reports
+    bar = "recall_proxy_weighted=0.4"
+    row = cli("report", "--json", "--threshold", bar, path).json()["traces"][0]
+    assert row["verdict"] == "ok" and row["reasons"] == []
+    gated = cli("report", "--threshold", bar, "--fail-under", bar, path)
+    assert gated.code == EXIT_OK, gated.err
+    assert "Passed --fail-under: recall_proxy_weighted p50 ≥ 0.4" in gated.out
+    assert "0.3999" not in gated.out  # shown rounded
+    missed = cli("report", "--fail-under", "recall_proxy_weighted=0.41", path)
+    assert missed.code == EXIT_GATE and "recall_proxy_weighted: p50 0.400 < 0.41" in missed.err

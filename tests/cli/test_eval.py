@@ -150,3 +150,18 @@ def test_golden_errors_exit_cleanly(cli, known, tmp_path):
     result = cli("eval", "--golden", empty, known[0])
     assert result.code == 2 and "no usable golden query" in result.err
     assert "Traceback" not in result.err
+
+
+def test_eval_bars_meet_means_equal_to_them_up_to_rounding():
+    """(0.7 + 0.1) / 2 is 0.39999999999999997 in floating point: it meets a bar of 0.4."""
+    from ragtrace.cli.eval import EvalResult, GoldenQuery
+    from ragtrace.cli.joiner import ReadStats
+
+    queries = [GoldenQuery(1, "a", None, ["x"]), GoldenQuery(2, "b", None, ["y"])]
+    for query, recall in zip(queries, (0.7, 0.1)):
+        query.add("recall", recall)
+        query.add("recall_proxy", 0.3999999999999999)
+    result = EvalResult(ReadStats(), "golden.jsonl", queries, proxy_bar=0.4, low_recall=0.5, k=None, rows_limit=10, fail_under={"recall": 0.4})
+    assert result.means()["recall"] < 0.4
+    assert result.gate() == []
+    assert [q.query for q in result.blind_spots()] == ["b"]  # proxy at its bar counts as healthy

@@ -15,6 +15,7 @@ An outermost chain outside a ``rag_pipeline`` opens one (the automatic root). Ru
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -23,6 +24,7 @@ from typing import Any
 from uuid import UUID
 
 import wrapt
+from opentelemetry import trace
 
 from .. import names
 from ..assemble_stage import Assemble
@@ -33,6 +35,7 @@ from .base import RagtraceInstrumentor
 from .runs import Run, Runs, Scope, inside
 
 _STUFF_MODULE = "langchain_classic.chains.combine_documents.stuff"
+_OPENINFERENCE_MODULE = "openinference.instrumentation.langchain"
 _ROOT_NAME = "langchain"
 _QUERY_KEYS = ("input", "question", "query")
 _ANSWER_KEYS = ("answer", "output", "result")
@@ -98,7 +101,9 @@ class _Handler:
     # -- chains ---------------------------------------------------------------------------------
     def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kw: Any) -> None:
         with guard("langchain chain start"):
-            run = self.runs.start(run_id, parent_run_id, root_name=kw.get("name") or _ROOT_NAME, query=_query(inputs))
+            run = self.runs.start(
+                run_id, parent_run_id, root_name=kw.get("name") or _ROOT_NAME, query=_query(inputs), context=_beside(run_id, parent_run_id)
+            )
             documents = _documents(inputs)
             if documents is not None:
                 run.data["documents"] = documents
@@ -120,7 +125,7 @@ class _Handler:
     # -- retrievers -----------------------------------------------------------------------------
     def on_retriever_start(self, serialized: Any, query: str, *, run_id: UUID, parent_run_id: UUID | None = None, **kw: Any) -> None:
         with guard("langchain retriever start"):
-            run = self.runs.start(run_id, parent_run_id)
+            run = self.runs.start(run_id, parent_run_id, context=_beside(run_id, parent_run_id))
             run.data.update(query=query, started=time.time_ns(), metadata=kw.get("metadata") or {}, name=kw.get("name"))
             for ancestor in self.runs.ancestors(run):
                 if "query" in ancestor.data:  # a retriever inside a retriever: the outer one reranks
@@ -133,6 +138,8 @@ class _Handler:
             if run is not None:
                 self._retrieved(run, documents)
             self.runs.end(run_id)
+            if run is not None:
+                run.scope.extra["retrieved_at"] = time.time_ns()  # a wrapping retriever reranks from here
 
     def on_retriever_error(self, error: BaseException, *, run_id: UUID, **kw: Any) -> None:
         with guard("langchain retriever error"):
@@ -160,7 +167,6 @@ class _Handler:
             scope.extra.update(
                 retrieved=True,
                 documents=documents,
-                retrieved_at=time.time_ns(),
                 assemble_from=None,
                 formatted=None,
                 contexts_seen=len(scope.state.contexts) if scope.state is not None else 0,
@@ -176,7 +182,7 @@ class _Handler:
             self._model_start(run_id, parent_run_id, prompts[0] if prompts else None, kw)
 
     def _model_start(self, run_id: UUID, parent_run_id: UUID | None, prompt: Any, kw: dict[str, Any]) -> None:
-        run = self.runs.start(run_id, parent_run_id)
+        run = self.runs.start(run_id, parent_run_id, context=_beside(run_id, parent_run_id))
         metadata = kw.get("metadata") or {}
         params = kw.get("invocation_params") or {}
         role = self._role(run, metadata)
@@ -225,6 +231,19 @@ class _Handler:
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kw: Any) -> None:
         with guard("langchain llm error"):
             self.runs.end(run_id, error=error)
+
+
+def _beside(run_id: UUID, parent_run_id: UUID | None) -> Any:
+    """With OpenInference's LangChainInstrumentor on too, an outermost run's ragtrace spans go
+    under the span it made for the same run (its public ``get_span``), so both share one trace."""
+    module = sys.modules.get(_OPENINFERENCE_MODULE) if parent_run_id is None else None
+    if module is None:
+        return None
+    other = module.LangChainInstrumentor()
+    if not other.is_instrumented_by_opentelemetry:
+        return None
+    span = other.get_span(run_id)
+    return trace.set_span_in_context(span) if span is not None else None
 
 
 def _retrieve_stage(run: Run) -> Retrieve:

@@ -81,27 +81,34 @@ class Runs:
         *,
         root_name: str | None = None,
         query: Any = None,
+        context: otel_context.Context | None = None,
     ) -> Run:
         """Register a starting run. A run whose parent is known joins its scope; an outermost one
-        joins the user's current pipeline, or, given ``root_name``, opens an automatic root."""
+        joins the user's current pipeline, or, given ``root_name``, opens an automatic root (under
+        ``context``, default the current one: another instrumentor's span for the same run)."""
         parent = self.get(parent_id) if parent_id is not None else None
         if parent is not None:
             run = Run(parent.scope, parent_id)
         else:
-            run = Run(self._outermost_scope(run_id, root_name, query), None)
+            run = Run(self._outermost_scope(root_name, query, context), None)
             run.data["outermost"] = True
         with self._lock:
             self._runs[run_id] = run
         return run
 
-    def _outermost_scope(self, run_id: Hashable, root_name: str | None, query: Any) -> Scope:
+    def _outermost_scope(self, root_name: str | None, query: Any, context: otel_context.Context | None) -> Scope:
         state = state_module.current()
         if state is not None:  # inside the user's rag_pipeline: its stages nest under it
             return self._user_scope(state)
+        context = context if context is not None else otel_context.get_current()
         if root_name is None:
-            return Scope(otel_context.get_current(), None)
+            return Scope(context, None)
         root = RagPipeline(root_name, tracer_provider=self.tracer_provider)
-        root.open()
+        token = otel_context.attach(context)
+        try:
+            root.open()
+        finally:
+            otel_context.detach(token)
         with guard("automatic root"):
             root.set_query(query)
         return Scope(trace.set_span_in_context(root.span), root.state, root=root)
