@@ -2,7 +2,9 @@
 
 One LCEL RAG chain (InMemoryVectorStore with DeterministicFakeEmbedding over 8 documents,
 retriever | format_docs | chat prompt | FakeListChatModel | parser), called ``CALLS`` times per
-round in four modes, interleaved over ``REPEATS`` rounds: ``plain`` (uninstrumented),
+round in five modes, interleaved over ``REPEATS`` rounds: ``plain`` (uninstrumented),
+``empty-handler`` (a callback handler that does nothing, registered the way ragtrace's is: the
+floor any callback-based instrumentor pays LangChain for dispatching its events),
 ``ragtrace`` (``ragtrace.instrument("langchain")``), ``openinference`` (OpenInference's
 ``LangChainInstrumentor``) and ``both``. Every mode exports to the same SDK TracerProvider with a
 processor that drops the spans, so the figures are the instrumentation's own work plus span
@@ -29,6 +31,9 @@ from pathlib import Path  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from contextvars import ContextVar  # noqa: E402
+
+from langchain_core.callbacks import BaseCallbackHandler  # noqa: E402
 from langchain_core.documents import Document  # noqa: E402
 from langchain_core.embeddings import DeterministicFakeEmbedding  # noqa: E402
 from langchain_core.language_models import FakeListChatModel  # noqa: E402
@@ -37,6 +42,7 @@ from langchain_core.prompts import ChatPromptTemplate  # noqa: E402
 from langchain_core.runnables import RunnablePassthrough  # noqa: E402
 from langchain_core.vectorstores import InMemoryVectorStore  # noqa: E402
 from openinference.instrumentation.langchain import LangChainInstrumentor as OpenInferenceInstrumentor  # noqa: E402
+from langchain_core.tracers.context import register_configure_hook  # noqa: E402
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider  # noqa: E402
 
 import ragtrace  # noqa: E402
@@ -48,12 +54,23 @@ warnings.showwarning = lambda *args, **kwargs: None
 CALLS = 40  # chain calls per mode per round
 REPEATS = 9
 WARMUP = 20
-MODES = ("plain", "ragtrace", "openinference", "both")
+MODES = ("plain", "empty-handler", "ragtrace", "openinference", "both")
 QUESTION = "How long does a refund take?"
 
 
 class Drop(SpanProcessor):
     """Ends spans and keeps nothing: the exporter's cost is not the instrumentation's."""
+
+
+class Empty(BaseCallbackHandler):
+    """Receives every event and does nothing with it."""
+
+    run_inline = True
+
+
+EMPTY = Empty()
+empty_on = {"on": False}
+register_configure_hook(type("Switch", (), {"get": lambda self: EMPTY if empty_on["on"] else None})(), True)  # type: ignore[arg-type]
 
 
 def chain():
@@ -67,6 +84,7 @@ def chain():
 
 def switch(mode: str, provider: TracerProvider) -> None:
     ragtrace.uninstrument("langchain")
+    empty_on["on"] = mode == "empty-handler"
     OpenInferenceInstrumentor().uninstrument() if OpenInferenceInstrumentor().is_instrumented_by_opentelemetry else None
     if mode in ("ragtrace", "both"):
         ragtrace.instrument("langchain")

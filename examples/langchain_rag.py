@@ -40,7 +40,7 @@ def format_docs(docs: list[Document]) -> str:
 
 def main() -> int:
     ragtrace.configure(service_name="langchain-rag", exporter=sys.argv[1] if len(sys.argv) > 1 else "console")  # ragtrace
-    ragtrace.instrument("langchain")  # ragtrace
+    ragtrace.instrument()  # ragtrace
 
     store = InMemoryVectorStore(DeterministicFakeEmbedding(size=32))
     store.add_documents([Document(page_content=text, id=key, metadata={"source": key}) for key, text in POLICIES.items()])

@@ -63,6 +63,8 @@ class PipelineFigures(Mapping[str, Any]):
     """Why figures are missing (``no_retrieval``, ``no_answer``...); empty when all were measured."""
     query_id: str | None = None
     """The ``query_id=`` given to ``rag_pipeline``, for joining with a golden set."""
+    inclusion_method: str | None = None
+    """How the context the figures rest on was known: ``recorded``, ``declared`` or ``located``."""
     span: ReadableSpan | None = field(default=None, repr=False, compare=False)
     """The root span itself."""
 
@@ -86,7 +88,7 @@ class PipelineFigures(Mapping[str, Any]):
         values = {
             key[len(prefix) :]: list(value) if isinstance(value, tuple) else value
             for key, value in attributes.items()
-            if key.startswith(prefix) and key != _names.RAG_METRICS_STATUS
+            if key.startswith(prefix) and key not in (_names.RAG_METRICS_STATUS, _names.RAG_METRICS_INCLUSION_METHOD)
         }
         status = attributes.get(_names.RAG_METRICS_STATUS)
         reasons = tuple(r for r in str(status).split(",") if r) if status else ()
@@ -97,6 +99,7 @@ class PipelineFigures(Mapping[str, Any]):
             measured=values,
             status=reasons,
             query_id=str(query_id) if query_id is not None else None,
+            inclusion_method=method if isinstance(method := attributes.get(_names.RAG_METRICS_INCLUSION_METHOD), str) else None,
             span=span,
         )
 

@@ -8,6 +8,8 @@ from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
 import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -64,6 +66,15 @@ def _strict_and_clean() -> Iterator[None]:
     yield
     guard.set_strict(previous)
     config.reset()
+
+
+@pytest.fixture
+def metric_reader(spans: "Spans") -> Iterator[InMemoryMetricReader]:
+    """ragtrace configured with the ``spans`` provider and a MeterProvider read in memory."""
+    found = InMemoryMetricReader()
+    config.configure(tracer_provider=spans.provider, meter_provider=MeterProvider(metric_readers=[found]))
+    yield found
+    found.shutdown()
 
 
 @pytest.fixture

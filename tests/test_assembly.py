@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from ragtrace._internal.assembly import ContextBuilder, Drop, Placement, locate
+from ragtrace._internal.assembly import ContextBuilder, Drop, Placement
+from ragtrace._internal.locate import locate
 from ragtrace._internal.chunks import Chunk, content_hash
 
 A = {"id": "a", "content": "alpha text"}  # 2 tokens, 10 chars

@@ -64,14 +64,9 @@ def test_python_blocks_run(page: Path, tmp_path: Path):
         assert result.returncode == 0, f"{page.name} block {number} failed:\n{code}\n{result.stderr[-2000:]}"
 
 
-def test_every_emitted_metric_is_documented(spans):
-    from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-
+def test_every_emitted_metric_is_documented(metric_reader):
     from ragtrace._internal import names
 
-    reader = InMemoryMetricReader()
-    ragtrace.configure(tracer_provider=spans.provider, meter_provider=MeterProvider(metric_readers=[reader]))
     with ragtrace.rag_pipeline("docs", version="1", route="faq") as run:
         with ragtrace.retrieve("q") as r:
             r.record([{"id": "a", "score": 0.9, "content": "alpha"}])
@@ -82,8 +77,7 @@ def test_every_emitted_metric_is_documented(spans):
         with ragtrace.generate(model="m") as g:
             list(g.stream(iter(["alpha ", "[1]"])))
     ragtrace.record_score(run, name="groundedness", value=1.0, scorer="code")
-    data = reader.get_metrics_data()
+    data = metric_reader.get_metrics_data()
     emitted = {m.name for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
     documented = {m.name.replace("<name>", "groundedness") for m in names.METRICS}
     assert emitted == documented
-    reader.shutdown()

@@ -308,6 +308,17 @@ def test_framework_documents(tmp_path):
     assert math.isclose(got["recall_proxy"], 2 / 3)
 
 
+# --- the examples' lines changed against the uninstrumented app --------------------------------
+def without_ragtrace_lines(name: str, tmp_path: Path) -> tuple[Path, list[str]]:
+    """The example with its ``# ragtrace`` lines removed (the plain app), and those lines."""
+    body = (EXAMPLES / f"{name}.py").read_text(encoding="utf-8").split('"""', 2)[2].splitlines()
+    ours = [line for line in body if line.endswith("# ragtrace")]
+    assert not any("ragtrace" in line for line in body if line not in ours)
+    plain = tmp_path / f"{name}_plain.py"
+    plain.write_text("\n".join(line for line in body if line not in ours) + "\n", encoding="utf-8")
+    return plain, [line.strip().split("(")[0] for line in ours]
+
+
 # --- LangChain, turned on with one line ----------------------------------------------------------
 def test_langchain_rag(tmp_path):
     out = run_ok("langchain_rag", f"jsonl:{tmp_path / 'spans.jsonl'}", cwd=tmp_path)
@@ -332,24 +343,62 @@ def test_langchain_rag(tmp_path):
 
 def test_langchain_rag_without_its_ragtrace_lines_is_the_same_app(tmp_path):
     """The lines changed against the uninstrumented app (docs/integrations.md counts them)."""
-    body = (EXAMPLES / "langchain_rag.py").read_text(encoding="utf-8").split('"""', 2)[2].splitlines()
-    ours = [line for line in body if line.endswith("# ragtrace")]
-    assert [line.strip().split("(")[0] for line in ours] == ["import ragtrace  # ragtrace", "ragtrace.configure", "ragtrace.instrument"]
-    assert not any("ragtrace" in line for line in body if line not in ours)
-    plain = tmp_path / "langchain_plain.py"
-    plain.write_text("\n".join(line for line in body if line not in ours) + "\n", encoding="utf-8")
+    plain, ours = without_ragtrace_lines("langchain_rag", tmp_path)
+    assert ours == ["import ragtrace  # ragtrace", "ragtrace.configure", "ragtrace.instrument"]
     done = run(plain, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout == run_ok("langchain_rag", f"jsonl:{tmp_path / 'spans.jsonl'}", cwd=tmp_path)
 
 
-# --- an OpenAI-compatible server on loopback (tests/loopback.py) ---------------------------------
+# --- LlamaIndex, turned on with one line ---------------------------------------------------------
+def test_llamaindex_rag(tmp_path):
+    out = run_ok("llamaindex_rag", f"jsonl:{tmp_path / 'spans.jsonl'}", cwd=tmp_path)
+    answers = re.findall(r"^A(?: \(streamed\))?: (.+)$", out, re.M)
+    assert len(answers) == 2 and answers[0] == answers[1]
+    cited = re.fullmatch(r".+ \[(\w+)\]", answers[0]).group(1)
+
+    traces = by_trace(read_spans(tmp_path / "spans.jsonl"))
+    assert len(traces) == 2  # the plain and the streamed query
+    for trace in traces.values():
+        root = root_of_pipeline(trace)
+        assert root["name"] == "invoke_workflow RetrieverQueryEngine"
+        assert sorted(s["attributes"]["rag.stage"] for s in trace) == ["assemble", "embed", "generate", "pipeline", "retrieve"]
+        retrieved = stage(trace, "retrieve")["attributes"]["rag.retrieval.chunk_ids"]
+        assembled = stage(trace, "assemble")["attributes"]
+        assert assembled["rag.context.inclusion_method"] == "declared"
+        assert assembled["rag.context.chunk_ids"] == retrieved
+        assert stage(trace, "generate")["attributes"]["rag.citation.ids"] == [cited] == retrieved[:1]
+        got = figures(root)
+        assert (got["retrieved"], got["in_context"], got["cited"], got["cited_positions"]) == (3, 3, 1, [1])
+        assert math.isclose(got["recall_proxy"], 1 / 3)
+
+
+def root_of_pipeline(trace: list[dict[str, Any]]) -> dict[str, Any]:
+    """The root of a trace whose embed span sits under its retrieve span."""
+    (root,) = [s for s in trace if s["parent"] is None]
+    by_id = {s["id"]: s for s in trace}
+    for span in trace:
+        if span is not root:
+            parent = by_id[span["parent"]]
+            assert parent is root or (span["attributes"]["rag.stage"], parent["attributes"]["rag.stage"]) == ("embed", "retrieve")
+    return root
+
+
+def test_llamaindex_rag_without_its_ragtrace_lines_is_the_same_app(tmp_path):
+    plain, ours = without_ragtrace_lines("llamaindex_rag", tmp_path)
+    assert ours == ["import ragtrace  # ragtrace", "ragtrace.configure", "ragtrace.instrument"]
+    done = run(plain, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == run_ok("llamaindex_rag", f"jsonl:{tmp_path / 'spans.jsonl'}", cwd=tmp_path)
+
+
+# --- the OpenAI SDK against a chat-completions server on loopback (tests/loopback.py) ------------
 @pytest.mark.parametrize("stream", [False, True], ids=["completion", "stream"])
-def test_openai_client_against_a_local_server(tmp_path, chat_server, stream):
+def test_openai_rag_against_a_local_server(tmp_path, chat_server, stream):
     url, received = chat_server
     env = example_env(OPENAI_BASE_URL=f"{url}/v1", OPENAI_API_KEY="sk-test-key")
     args = ["--stream"] if stream else []
-    out = run_ok("openai_client", *args, f"jsonl:{tmp_path / 'spans.jsonl'}", cwd=tmp_path, env=env)
+    out = run_ok("openai_rag", *args, f"jsonl:{tmp_path / 'spans.jsonl'}", cwd=tmp_path, env=env)
     assert f"A: {ANSWER}" in out
 
     (request,) = received
@@ -366,25 +415,42 @@ def test_openai_client_against_a_local_server(tmp_path, chat_server, stream):
 
     (trace,) = by_trace(read_spans(tmp_path / "spans.jsonl")).values()
     root = root_of(trace)
+    assert root["name"] == "invoke_workflow openai-rag"
+    assert stage(trace, "assemble")["attributes"]["rag.context.inclusion_method"] == "located"  # a prompt the app built
     generated = stage(trace, "generate")
     attributes = generated["attributes"]
     assert generated["name"] == "chat gpt-4o-mini"
     assert (attributes["gen_ai.usage.input_tokens"], attributes["gen_ai.usage.output_tokens"]) == (42, 9)
     assert attributes["rag.citation.ids"] == ["kb-refunds"]
     assert json.loads(attributes["gen_ai.input.messages"])[1]["parts"][0]["content"] == user["content"]
-    if stream:
-        assert attributes["gen_ai.request.stream"] is True
-    else:
-        assert attributes["gen_ai.response.id"] == "chatcmpl-test-1"
-        assert attributes["gen_ai.response.model"] == "gpt-4o-mini-2024-07-18"
-        assert attributes["gen_ai.response.finish_reasons"] == ["stop"]
+    assert attributes["gen_ai.response.id"] == "chatcmpl-test-1"
+    assert attributes["gen_ai.response.model"] == "gpt-4o-mini-2024-07-18"
+    assert attributes["gen_ai.response.finish_reasons"] == ["stop"]
+    assert attributes.get("gen_ai.request.stream", False) is stream
     got = figures(root)
     assert (got["retrieved"], got["in_context"], got["cited"]) == (3, 2, 1)
     assert math.isclose(got["recall_proxy"], 1 / 3) and got["context_utilization"] == 0.5
 
 
-def test_openai_client_says_what_is_missing_without_a_key(tmp_path):
-    done = run(EXAMPLES / "openai_client.py", cwd=tmp_path)
+def test_openai_rag_without_its_ragtrace_lines_is_the_same_app(tmp_path, chat_server):
+    url, _ = chat_server
+    plain, ours = without_ragtrace_lines("openai_rag", tmp_path)
+    assert ours == [
+        "import ragtrace  # ragtrace",
+        "@ragtrace.retriever",
+        "@ragtrace.assembler  # ragtrace",
+        "@ragtrace.rag_pipeline",
+        "ragtrace.configure",
+        "ragtrace.instrument",
+    ]
+    env = example_env(OPENAI_BASE_URL=f"{url}/v1", OPENAI_API_KEY="sk-test-key")
+    done = run(plain, "--stream", cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == run_ok("openai_rag", "--stream", f"jsonl:{tmp_path / 'spans.jsonl'}", cwd=tmp_path, env=env)
+
+
+def test_openai_rag_says_what_is_missing_without_a_key(tmp_path):
+    done = run(EXAMPLES / "openai_rag.py", cwd=tmp_path)
     assert done.returncode != 0
     assert "set OPENAI_API_KEY" in done.stderr
 

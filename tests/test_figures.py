@@ -47,7 +47,7 @@ def assert_values(figures, expected: dict) -> None:
 def test_one_retrieval_one_answer():
     figures = compute(
         [[C("a", 1), C("b", 2), C("c", 3), C("d", 4)]],
-        [Answer([P("a", 1, 5), P("b", 2, 7), P("c", 3, 11)], cited_ids=("b", "c"), invalid_citations=1)],
+        [Answer([P("a", 1, 5), P("b", 2, 7), P("c", 3, 11)], cited_ids=("b", "c"), invalid_citations=1, out_of_context_citations=1)],
     )
     assert_values(
         figures,
@@ -58,6 +58,8 @@ def test_one_retrieval_one_answer():
             "context_precision": 0.75,  # |C ∩ R| / |R| = 3 / 4
             "cited": 2,
             "invalid_citations": 1,
+            "out_of_context_citations": 1,  # e.g. [d]: retrieved, not in context
+            "unknown_citations": 0,
             "recall_proxy": 0.5,  # |K ∩ R| / |R| = 2 / 4
             # (1/2 + 1/3) / (1 + 1/2 + 1/3 + 1/4) = (10/12) / (25/12) = 10/25
             "recall_proxy_weighted": 0.4,
@@ -84,6 +86,8 @@ def test_multi_hop_union_keeps_best_rank():
             "context_precision": 0.5,  # 2 / 4
             "cited": 1,
             "invalid_citations": 0,
+            "out_of_context_citations": 0,
+            "unknown_citations": 0,
             "recall_proxy": 0.25,  # 1 / 4
             "recall_proxy_weighted": 1 / 6,  # (1/2) / (1 + 1/2 + 1 + 1/2 = 3)
             "context_utilization": 0.5,  # 1 / 2
@@ -121,6 +125,8 @@ def test_in_context_chunk_that_was_never_retrieved():
             "context_precision": 0.5,  # |C ∩ R| = |{a}| = 1, / 2
             "cited": 1,
             "invalid_citations": 0,
+            "out_of_context_citations": 0,
+            "unknown_citations": 0,
             "recall_proxy": 0.0,  # K ∩ R is empty: a measured zero
             "recall_proxy_weighted": 0.0,
             "context_utilization": 0.5,  # 1 / 2
@@ -148,6 +154,8 @@ def test_two_answers_union_their_contexts():
             "context_precision": 0.75,  # 3 / 4
             "cited": 2,
             "invalid_citations": 2,  # 0 + 2
+            "out_of_context_citations": 0,
+            "unknown_citations": 2,
             "recall_proxy": 0.5,  # 2 / 4
             "recall_proxy_weighted": 0.64,  # (1 + 1/3) / (25/12) = (16/12) / (25/12)
             "context_utilization": 2 / 3,
@@ -181,6 +189,8 @@ def test_no_retrieval():
             "in_context": 1,
             "cited": 1,
             "invalid_citations": 0,
+            "out_of_context_citations": 0,
+            "unknown_citations": 0,
             "context_utilization": 1.0,
             "wasted_context_tokens": 0,
             "cited_positions": [1],
@@ -199,6 +209,8 @@ def test_empty_retrieval():
             "in_context": 1,
             "cited": 1,
             "invalid_citations": 0,
+            "out_of_context_citations": 0,
+            "unknown_citations": 0,
             "context_utilization": 1.0,
             "wasted_context_tokens": 0,
             "cited_positions": [1],
@@ -244,6 +256,8 @@ def test_empty_context():
             "context_precision": 0.0,  # nothing placed out of 2: measured
             "cited": 0,
             "invalid_citations": 0,
+            "out_of_context_citations": 0,
+            "unknown_citations": 0,
             "recall_proxy": 0.0,
             "recall_proxy_weighted": 0.0,
             "wasted_context_tokens": 0,
@@ -473,6 +487,8 @@ def test_figures_do_not_depend_on_export_batching(scenario):
     expected = {"rag.metrics." + k: v for k, v in run.metrics.items()}
     if run.status is not None:
         expected["rag.metrics.status"] = run.status
+    if run.inclusion_method is not None:
+        expected["rag.metrics.inclusion_method"] = run.inclusion_method
     assert root_figures == expected
     for key in PROXIES:
         if key in run.metrics:

@@ -33,7 +33,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 import ragtrace
-from ragtrace._internal import assemble_stage, assembly, chunks, config, figures, generation, guard, names, otel_metrics, pipeline, retrieval, stage, spans as spans_module
+from ragtrace._internal import answer, assemble_stage, assembly, declared, locate, chunks, config, figures, generation, guard, names, otel_metrics, pipeline, retrieval, stage, spans as spans_module
 from ragtrace._internal.otlp_json import encode_spans as encode_json
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -201,11 +201,11 @@ FAULTS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
     "to_chunk": _patch((chunks, "to_chunk"), (assembly, "to_chunk")),
     "builder.record": _patch((assembly.ContextBuilder, "record")),
     "builder.drop": _patch((assembly.ContextBuilder, "drop")),
-    "placement": _patch((assembly, "Placement")),
+    "placement": _patch((assembly, "Placement"), (locate, "Placement"), (declared, "Placement")),
     "label_map": _patch((assembly.ContextRecord, "label_map")),
     "locate": _patch((assemble_stage, "locate")),
     "explain_missing": _patch((assemble_stage, "_explain_missing")),
-    "parse_citations": _patch((generation, "parse_citations")),
+    "parse_citations": _patch((answer, "parse_citations")),
     "figures.compute": _patch((figures, "compute")),
     "set_figures": _patch((generation, "set_figures"), (pipeline, "set_figures")),
     "record_error": _patch((stage, "record_error")),
@@ -651,6 +651,11 @@ def _check_limited(finished: list[ReadableSpan], run: ragtrace.RagPipeline, coun
     exportable(finished)
 
 
+# Room for the root's essentials: every figure, its status, the query hash and the three start
+# attributes (rag.stage, gen_ai.operation.name, openinference.span.kind), and no more.
+LIMIT = len(names.ALL_METRICS) + 5
+
+
 def _limited_provider(**limits: int) -> tuple[TracerProvider, InMemorySpanExporter]:
     exporter = InMemorySpanExporter()
     provider = TracerProvider(span_limits=SpanLimits(**limits)) if limits else TracerProvider()
@@ -659,22 +664,22 @@ def _limited_provider(**limits: int) -> tuple[TracerProvider, InMemorySpanExport
 
 
 def test_attribute_limits_from_span_limits():
-    provider, exporter = _limited_provider(max_span_attributes=16, max_span_attribute_length=64)
+    provider, exporter = _limited_provider(max_span_attributes=LIMIT, max_span_attribute_length=64)
     ragtrace.configure(tracer_provider=provider)
     run = _rich_pipeline()
-    _check_limited(list(exporter.get_finished_spans()), run, 16, 64)
+    _check_limited(list(exporter.get_finished_spans()), run, LIMIT, 64)
 
 
 def test_attribute_limits_from_the_environment(monkeypatch):
-    monkeypatch.setenv("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "16")
+    monkeypatch.setenv("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", str(LIMIT))
     monkeypatch.setenv("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "64")
     provider, exporter = _limited_provider()  # limits read from the environment at creation
     ragtrace.configure(tracer_provider=provider)
     run = _rich_pipeline()
     finished = list(exporter.get_finished_spans())
     limits = provider._span_limits
-    assert (limits.max_span_attributes, limits.max_span_attribute_length) == (16, 64)  # the env took effect
-    _check_limited(finished, run, 16, 64)
+    assert (limits.max_span_attributes, limits.max_span_attribute_length) == (LIMIT, 64)  # the env took effect
+    _check_limited(finished, run, LIMIT, 64)
 
 
 def test_json_values_are_trimmed_whole_under_a_length_limit():

@@ -132,6 +132,8 @@ def test_figures_on_root_and_run_metrics(spans):
         "in_context": 3,
         "cited": 2,
         "invalid_citations": 0,
+        "out_of_context_citations": 0,
+        "unknown_citations": 0,
         "context_precision": 0.75,
         "recall_proxy": 0.5,
         "recall_proxy_weighted": (1 + 1 / 2) / (1 + 1 / 2 + 1 / 3 + 1 / 4),

@@ -34,7 +34,7 @@ def figures_on(span) -> dict:
     return {
         key[len(names.RAG_METRICS_PREFIX) :]: plain(value)
         for key, value in span.attributes.items()
-        if key.startswith(names.RAG_METRICS_PREFIX) and key != names.RAG_METRICS_STATUS
+        if key.startswith(names.RAG_METRICS_PREFIX) and key not in (names.RAG_METRICS_STATUS, names.RAG_METRICS_INCLUSION_METHOD)
     }
 
 
@@ -158,6 +158,8 @@ def test_reformatted_and_truncated_chunks_in_a_decorated_assembler(spans):
             "in_context": 2,
             "cited": 1,
             "invalid_citations": 0,
+            "out_of_context_citations": 0,
+            "unknown_citations": 0,
             "context_precision": 2 / 3,
             "recall_proxy": 1 / 3,
             "recall_proxy_weighted": 3 / 11,  # (1/2) / (11/6)
@@ -211,6 +213,8 @@ def test_chunk_truncated_by_the_token_budget(spans):
             "in_context": 2,
             "cited": 1,
             "invalid_citations": 0,
+            "out_of_context_citations": 0,
+            "unknown_citations": 0,
             "context_precision": 2 / 3,
             "recall_proxy": 1 / 3,
             "recall_proxy_weighted": 6 / 11,  # 1 / (11/6)
@@ -269,6 +273,8 @@ def test_duplicates_by_content_and_by_id_across_retrievals(spans):
             "in_context": 4,
             "cited": 2,
             "invalid_citations": 0,
+            "out_of_context_citations": 0,
+            "unknown_citations": 0,
             "context_precision": 0.8,  # 4 / 5
             "recall_proxy": 0.4,  # 2 / 5
             "recall_proxy_weighted": 0.6,  # (1/1 + 1/1) / (10/3): c counts at its best rank, 1
@@ -323,6 +329,8 @@ def test_short_chunk_dropped_but_its_words_are_in_the_instructions(spans):
             "in_context": 1,
             "cited": 1,
             "invalid_citations": 0,
+            "out_of_context_citations": 0,
+            "unknown_citations": 0,
             "context_precision": 1 / 3,
             "recall_proxy": 1 / 3,
             "recall_proxy_weighted": 3 / 11,  # (1/2) / (11/6)
@@ -374,6 +382,8 @@ def test_short_chunk_included_is_credited_at_its_label_not_the_instructions(span
             "in_context": 2,
             "cited": 1,
             "invalid_citations": 0,
+            "out_of_context_citations": 0,
+            "unknown_citations": 0,
             "context_precision": 2 / 3,
             "recall_proxy": 1 / 3,
             "recall_proxy_weighted": 3 / 11,
@@ -417,6 +427,8 @@ def test_grader_that_sees_every_chunk_is_left_out(spans):
             "in_context": 2,
             "cited": 1,
             "invalid_citations": 0,
+            "out_of_context_citations": 0,
+            "unknown_citations": 0,
             "context_precision": 0.5,
             "recall_proxy": 0.25,
             "recall_proxy_weighted": 0.48,  # 1 / (25/12) = 12/25
@@ -475,6 +487,8 @@ def test_chat_message_prompt_recorded(spans):
             "in_context": 2,
             "cited": 2,
             "invalid_citations": 0,
+            "out_of_context_citations": 0,
+            "unknown_citations": 0,
             "context_precision": 2 / 3,
             "recall_proxy": 2 / 3,
             "recall_proxy_weighted": 9 / 11,  # (1 + 1/2) / (11/6)
@@ -528,6 +542,8 @@ def test_chat_message_prompt_located_short_chunk_also_in_system_message(spans):
             "in_context": 2,
             "cited": 1,
             "invalid_citations": 0,
+            "out_of_context_citations": 0,
+            "unknown_citations": 0,
             "context_precision": 2 / 3,
             "recall_proxy": 1 / 3,
             "recall_proxy_weighted": 3 / 11,
@@ -582,6 +598,8 @@ def test_citation_formats(spans, labeller, answer, fmt):
             "in_context": 3,
             "cited": 2,
             "invalid_citations": 0,
+            "out_of_context_citations": 0,
+            "unknown_citations": 0,
             "context_precision": 0.75,
             "recall_proxy": 0.5,
             "recall_proxy_weighted": 0.64,  # (1 + 1/3) / (25/12) = 16/25
@@ -636,6 +654,8 @@ def test_invalid_citations_links_and_code_are_not_counted(spans):
             "in_context": 3,
             "cited": 1,
             "invalid_citations": 2,
+            "out_of_context_citations": 0,
+            "unknown_citations": 2,
             "context_precision": 0.75,
             "recall_proxy": 0.25,
             "recall_proxy_weighted": 0.48,  # 1 / (25/12)
@@ -689,6 +709,8 @@ def test_multi_hop_retrieval_uses_the_best_rank(spans):
             "in_context": 2,
             "cited": 1,
             "invalid_citations": 0,
+            "out_of_context_citations": 0,
+            "unknown_citations": 0,
             "context_precision": 0.5,
             "recall_proxy": 0.25,
             "recall_proxy_weighted": 1 / 6,  # (1/2) / 3; with hop 1's rank 3 it would be (1/3) / 3
@@ -770,6 +792,8 @@ def test_fully_decorated_pipeline_with_user_assembler(spans):
         "in_context": 2,
         "cited": 2,
         "invalid_citations": 0,
+        "out_of_context_citations": 0,
+        "unknown_citations": 0,
         "context_precision": 2 / 3,
         "recall_proxy": 2 / 3,
         "recall_proxy_weighted": 8 / 11,  # (1 + 1/3) / (11/6)
@@ -812,6 +836,8 @@ def test_no_citations_is_measured_as_zero(spans):
             "in_context": 2,
             "cited": 0,
             "invalid_citations": 0,
+            "out_of_context_citations": 0,
+            "unknown_citations": 0,
             "context_precision": 2 / 3,
             "recall_proxy": 0.0,
             "recall_proxy_weighted": 0.0,
@@ -852,6 +878,8 @@ def test_generation_outside_a_pipeline_in_an_app_trace_with_explicit_context(spa
             "in_context": 2,
             "cited": 1,
             "invalid_citations": 0,
+            "out_of_context_citations": 0,
+            "unknown_citations": 0,
             "context_precision": 2 / 3,
             "recall_proxy": 1 / 3,
             "recall_proxy_weighted": 3 / 11,  # (1/2) / (11/6)
@@ -882,6 +910,8 @@ def test_generation_with_no_trace_and_no_retrieval_says_so(spans):
             "in_context": 2,
             "cited": 1,
             "invalid_citations": 0,
+            "out_of_context_citations": 0,
+            "unknown_citations": 0,
             "context_utilization": 0.5,
             "wasted_context_tokens": 7,  # d2
             "cited_positions": [1],

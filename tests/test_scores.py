@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
@@ -15,14 +14,6 @@ import ragtrace
 from ragtrace._internal import config, names, otel_metrics, redaction
 
 from test_otel_metrics import points
-
-
-@pytest.fixture
-def reader(spans) -> Iterator[InMemoryMetricReader]:
-    found = InMemoryMetricReader()
-    ragtrace.configure(tracer_provider=spans.provider, meter_provider=MeterProvider(metric_readers=[found]))
-    yield found
-    found.shutdown()
 
 
 def answered(**options) -> ragtrace.RagPipeline:
@@ -43,7 +34,7 @@ def evaluation(spans, name: str):
     return span, dict(event.attributes)
 
 
-def test_a_score_after_the_run_is_a_child_of_its_root_with_one_event(spans, reader):
+def test_a_score_after_the_run_is_a_child_of_its_root_with_one_event(spans, metric_reader):
     run = answered()
     ragtrace.record_score(run, name="groundedness", value=0.25, label="fail", explanation="claims more than [1] says", scorer="llm")
     root = spans.one("pipeline")
@@ -60,7 +51,7 @@ def test_a_score_after_the_run_is_a_child_of_its_root_with_one_event(spans, read
         names.GEN_AI_EVALUATION_EXPLANATION: "claims more than [1] says",
         names.RAG_EVALUATION_SCORER: "llm",
     }
-    (point,) = points(reader)[names.METRIC_SCORE_PREFIX + "groundedness"]
+    (point,) = points(metric_reader)[names.METRIC_SCORE_PREFIX + "groundedness"]
     assert point.count == 1 and point.sum == pytest.approx(0.25)
     assert tuple(point.explicit_bounds) == otel_metrics.SCORE_BUCKETS
     # the bounded labels of ragtrace's other metrics, never ids or text
@@ -71,7 +62,7 @@ def test_a_score_after_the_run_is_a_child_of_its_root_with_one_event(spans, read
     }
 
 
-def test_a_score_during_the_run_is_a_child_of_its_root(spans, reader):
+def test_a_score_during_the_run_is_a_child_of_its_root(spans, metric_reader):
     with ragtrace.rag_pipeline("qa") as run:
         with ragtrace.generate(model="m") as g:
             g.record("x")
@@ -83,7 +74,7 @@ def test_a_score_during_the_run_is_a_child_of_its_root(spans, reader):
     assert event[names.GEN_AI_EVALUATION_SCORE_VALUE] == 1.0
 
 
-def test_a_judge_elsewhere_scores_from_the_ids_the_pipeline_wrote_out(spans, reader):
+def test_a_judge_elsewhere_scores_from_the_ids_the_pipeline_wrote_out(spans, metric_reader):
     run = answered()
     ids = (run.trace_id, run.span_id)
     root = spans.one("pipeline")
@@ -103,7 +94,7 @@ def test_a_judge_elsewhere_scores_from_the_ids_the_pipeline_wrote_out(spans, rea
     judge_reader.shutdown()
 
 
-def test_the_explanation_is_content(spans, reader):
+def test_the_explanation_is_content(spans, metric_reader):
     run = answered(capture_content="redact")
     ragtrace.record_score(run, name="groundedness", value=0.5, explanation="SECRET-EXPLANATION", scorer="llm")
     ragtrace.record_score(trace_id=run.trace_id, span_id=run.span_id, name="g2", value=0.5, explanation="SECRET-2", scorer="llm", capture_content="hash")
@@ -113,7 +104,7 @@ def test_the_explanation_is_content(spans, reader):
         assert event[names.GEN_AI_EVALUATION_SCORE_VALUE] == 0.5
 
 
-def test_from_ids_a_sampled_content_mode_takes_the_runs_own_decision(spans, reader):
+def test_from_ids_a_sampled_content_mode_takes_the_runs_own_decision(spans, metric_reader):
     ragtrace.configure(tracer_provider=spans.provider, capture_content="redact", full_content_sample=0.5)
     seen = set()
     for index in range(30):

@@ -8,7 +8,8 @@ from typing import Any, Union
 
 
 from . import names, otel_metrics, state as state_module
-from .assembly import DEFAULT_CHUNK_FORMAT, ContextBuilder, ContextRecord, Drop, Labeller, Prompt, fill, fill_prompt, locate
+from .assembly import DEFAULT_CHUNK_FORMAT, ContextBuilder, ContextRecord, Drop, Labeller, Prompt, fill, fill_prompt
+from .locate import locate
 from .chunks import Accessors, Chunk, NO_ACCESSORS, normalize, to_chunk
 from .declared import Declared, leading_label, resolve
 from .guard import call_guarded, guard, warn_once

@@ -106,6 +106,8 @@ def resolve(declared: Sequence[Declared], prompt: Any, tokenizer: Tokenizer) -> 
             continue
         if found is not None and occurrence is None:
             record.dropped.append(Drop(entry.chunk.id, names.DROP_NOT_IN_PROMPT))
+            if entry.label:
+                record.unshown.setdefault(entry.label, entry.chunk.id)
             continue
         seen.add(entry.chunk.id)
         position = len(record.placements) + 1

@@ -19,6 +19,7 @@ from . import config as config_module
 from . import names, state as state_module
 from .chunks import make_accessors
 from .guard import call_guarded, guard
+from .answer import checked_pattern
 from .passthrough import record_as_consumed
 from .assemble_stage import Assemble
 from .generation import Generate
@@ -360,6 +361,7 @@ def generator(
 
     ``role`` other than ``"answer"`` (a query rewrite, a grader) keeps the call out of the figures.
     """
+    citation_pattern = checked_pattern(citation_pattern)  # a misconfiguration raises here, once
 
     def make(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Stage:
         return Generate(

@@ -21,9 +21,11 @@ from .names import (
     METRIC_DUPLICATE_CHUNKS,
     METRIC_IN_CONTEXT,
     METRIC_INVALID_CITATIONS,
+    METRIC_OUT_OF_CONTEXT_CITATIONS,
     METRIC_RECALL_PROXY,
     METRIC_RECALL_PROXY_WEIGHTED,
     METRIC_RETRIEVED,
+    METRIC_UNKNOWN_CITATIONS,
     METRIC_WASTED_CONTEXT_TOKENS,
 )
 
@@ -35,6 +37,11 @@ STATUS_UNREADABLE_RETRIEVAL = "retrieved_chunks_unreadable"
 STATUS_NO_CONTEXT = "no_context"
 STATUS_EMPTY_CONTEXT = "empty_context"
 STATUS_NO_ANSWER = "no_answer"
+# why an answer's citations are not scored (``Answer.unmeasured``; ``rag.citation.status``)
+STATUS_ANSWER_UNREADABLE = "answer_unreadable"  # an output ragtrace could not read as text
+STATUS_CITATION_PATTERN_FAILED = "citation_pattern_failed"  # the user's citation_pattern raised
+STATUS_CITATIONS_UNRESOLVED = "citations_unresolved"  # located context with gaps: a citation ragtrace can't resolve
+STATUS_INTERNAL_ERROR = "internal_error"  # ragtrace's own fault while scoring (logged once)
 
 
 class Retrieved(Protocol):
@@ -73,6 +80,8 @@ class Answer:
     placements: Sequence[Placed] | None  # None: the context is unknown
     cited_ids: Sequence[str] = ()
     invalid_citations: int = 0
+    out_of_context_citations: int = 0  # of the invalid ones: naming a retrieved chunk not in context
+    unmeasured: str | None = None  # a status reason: this answer's citations can't be scored
 
 
 @dataclass(slots=True)
@@ -149,13 +158,22 @@ def compute(
         if STATUS_NO_CONTEXT not in status:
             status.append(STATUS_NO_CONTEXT)
         return figures
+    # one answer's citations unknown leaves every citation figure of the trace unknown
+    unmeasured = [a.unmeasured for a in answers if a.unmeasured]
+    if unmeasured:
+        status.extend(dict.fromkeys(unmeasured))
+        return figures
     cited: dict[str, None] = {}
     for answer in scored:
         for chunk_id in answer.cited_ids:
             if chunk_id in placed:
                 cited.setdefault(chunk_id)
     values[METRIC_CITED] = len(cited)
-    values[METRIC_INVALID_CITATIONS] = sum(a.invalid_citations for a in scored)
+    invalid = sum(a.invalid_citations for a in scored)
+    out_of_context = sum(a.out_of_context_citations for a in scored)
+    values[METRIC_INVALID_CITATIONS] = invalid
+    values[METRIC_OUT_OF_CONTEXT_CITATIONS] = out_of_context
+    values[METRIC_UNKNOWN_CITATIONS] = invalid - out_of_context
     if best_rank:
         values[METRIC_RECALL_PROXY] = len(cited.keys() & best_rank.keys()) / len(best_rank)
         values[METRIC_RECALL_PROXY_WEIGHTED] = _weighted(cited, best_rank)

@@ -10,11 +10,12 @@ from opentelemetry.trace import SpanKind
 
 from . import figures as figures_module
 from . import names, otel_metrics
+from .answer import Scored, checked_pattern, score
 from .assembly import ContextRecord
-from .citations import CitationPattern, CitationResult, parse_citations
+from .citations import CitationPattern, CitationResult
 from .guard import call_guarded, guard, warn_once
 from .messages import as_messages
-from .outputs import langchain_output
+from .outputs import langchain_output, llama_index_output
 from .spans import all_passed, gate_messages, message_text, messages_json
 from .assemble_stage import Assemble
 from .stage import Stage, as_text, float_or_none, int_or_none, prompt_json, set_figures
@@ -44,12 +45,15 @@ class Generate(Stage):
     ) -> None:
         super().__init__(**kwargs)
         self.model, self.provider, self.role = model, provider, role
-        self.context, self.citation_pattern = context, citation_pattern
+        self.context, self.citation_pattern = context, checked_pattern(citation_pattern)
         self.temperature, self.max_tokens = temperature, max_tokens
         self.prompt: Any = prompt
         self.text: str | None = None
         self.pieces: list[str] | None = None
         self.citations: CitationResult | None = None
+        self.citation_status: str | None = None  # why the answer's citations are not scored
+        self.output_unreadable = False  # an output was recorded that ragtrace could not read
+        self.answer: figures_module.Answer | None = None
         self.metrics: dict[str, Any] = {}
         self._usage: dict[str, Any] = {}
         self.time_to_first_chunk: float | None = None  # seconds from the span's start
@@ -72,7 +76,7 @@ class Generate(Stage):
 
     @property
     def is_answer(self) -> bool:
-        return self.role == names.ROLE_ANSWER
+        return self.role in names.ANSWER_ROLES
 
     def set_prompt(self, prompt: Any) -> None:
         """The prompt sent to the model: a string or a list of chat messages."""
@@ -150,16 +154,14 @@ class Generate(Stage):
             self.text = "".join(self.pieces)
         context = self._context()
         state = self.state
-        if self.is_answer and self.text is not None:
-            labels = context.label_map() if context is not None else {}
-            self.citations = call_guarded(
-                "citation parsing", parse_citations, self.text, labels, pattern=self.citation_pattern
-            )
-            answer = figures_module.Answer(
-                placements=context.placements if context is not None else None,
-                cited_ids=self.citations.cited_ids if self.citations else (),
-                invalid_citations=self.citations.invalid_count if self.citations else 0,
-            )
+        if self.is_answer and (self.text is not None or self.output_unreadable):
+            retrieved = state.retrieved_ids() if state is not None else set()
+            scored = call_guarded("citation parsing", score, self.text, context, retrieved, self.citation_pattern)
+            if scored is None:  # ragtrace's own fault: the answer is not measured, never scored 0
+                scored = Scored(figures_module.Answer(context.placements if context else None, unmeasured=figures_module.STATUS_INTERNAL_ERROR), None)
+            self.citations, answer = scored.citations, scored.answer
+            self.citation_status = answer.unmeasured
+            self.answer = answer
             if state is not None:
                 state.answers.append(answer)
                 state.answer_text = self.text
@@ -167,7 +169,7 @@ class Generate(Stage):
             result = figures_module.compute(retrievals, [answer], unreadable=state.unreadable if state else 0)
             self.metrics = dict(result.values)
             with guard("figure attributes"):
-                set_figures(self, result)
+                set_figures(self, result, inclusion_method=context.method if context is not None else None)
         self._attributes(context)
 
     def record_stage_metrics(self, found: otel_metrics.Instruments, labels: dict[str, Any]) -> None:
@@ -213,16 +215,26 @@ class Generate(Stage):
         if context is not None and context.span_id is not None:
             attrs.set(names.RAG_GENERATION_CONTEXT_SPAN_ID, context.span_id)
         citations = self.citations
+        attrs.set(names.RAG_CITATION_STATUS, self.citation_status)
         if citations is not None:
             attrs.set_many(
                 {
                     names.RAG_CITATION_IDS: list(citations.cited_ids),
                     names.RAG_CITATION_VALID_COUNT: citations.valid_count,
-                    names.RAG_CITATION_INVALID_COUNT: citations.invalid_count,
-                    # an invalid label is a piece of the completion ("[123-45-6789]"): content
-                    names.RAG_CITATION_INVALID_LABELS: [t for t in map(self.config.content.text, citations.invalid_labels) if t],
                     names.RAG_CITATION_FORMAT: citations.format,
                     names.RAG_CITATION_CONFORMANT: citations.conformant,
+                }
+            )
+        if citations is not None and self.citation_status is None:
+            # the split needs the context: without one, nothing can be in or out of it
+            out_of_context = self.answer.out_of_context_citations if self.answer is not None and context is not None else None
+            attrs.set_many(
+                {
+                    names.RAG_CITATION_INVALID_COUNT: citations.invalid_count,
+                    names.RAG_CITATION_OUT_OF_CONTEXT_COUNT: out_of_context,
+                    names.RAG_CITATION_UNKNOWN_COUNT: None if out_of_context is None else citations.invalid_count - out_of_context,
+                    # an invalid label is a piece of the completion ("[123-45-6789]"): content
+                    names.RAG_CITATION_INVALID_LABELS: [t for t in map(self.config.content.text, citations.invalid_labels) if t],
                 }
             )
         self._content_attributes()
@@ -285,6 +297,10 @@ def _completion(output: Any) -> tuple[str | None, dict[str, Any]]:
     found = langchain_output(output)
     if found is not None:
         return found
+    llama_index = llama_index_output(output)
+    if llama_index is not None:
+        text, raw = llama_index
+        return text, _chunk_metadata(raw) if raw is not None and _get(raw, "usage") is not None else {}
     choices = _get(output, "choices")
     if choices is not None:
         first = choices[0] if isinstance(choices, Sequence) and choices else None

@@ -120,6 +120,7 @@ RAG_CONTEXT_CONTENT_HASHES: Final = "rag.context.content_hashes"
 INCLUSION_RECORDED: Final = "recorded"
 INCLUSION_LOCATED: Final = "located"
 INCLUSION_DECLARED: Final = "declared"  # the app declared each chunk's rendered text (Assemble.place)
+INCLUSION_INFERRED: Final = "inferred"  # ``ragtrace report`` only: located in another instrumentation's trace
 
 DROP_OVER_BUDGET: Final = "over_budget"
 DROP_DUPLICATE: Final = "duplicate"
@@ -128,18 +129,25 @@ DROP_RERANKED_OUT: Final = "reranked_out"
 DROP_NOT_ADDED: Final = "not_added"  # retrieved, but never offered to the assembly
 DROP_NOT_FOUND: Final = "not_found"  # "located" assembly: the chunk text was not found in the prompt
 DROP_NOT_RENDERED: Final = "not_rendered"  # added after the prompt was last rendered
+DROP_OUTSIDE_SOURCES: Final = "outside_sources"  # "located": found only unlabelled while the other sources are labelled
 DROP_NOT_IN_PROMPT: Final = "not_in_prompt"  # "declared" assembly: the declared text is not in the final prompt
 
 # --- ragtrace: generation and citations -------------------------------------------------------
 RAG_GENERATION_ROLE: Final = "rag.generation.role"
 RAG_GENERATION_CONTEXT_SPAN_ID: Final = "rag.generation.context_span_id"
 ROLE_ANSWER: Final = "answer"
+ROLE_REFINE: Final = "refine"  # rewrites the answer with more context (LlamaIndex's refine): scored like an answer
+ANSWER_ROLES: Final = frozenset({ROLE_ANSWER, ROLE_REFINE})  # the generations the figures score
 ROLE_REWRITE: Final = "rewrite"  # an LLM call that shapes the query (condense, rewrite, multi-query), not the answer
+ROLE_GRADER: Final = "grader"  # an LLM call that judges or reranks documents (LlamaIndex's LLMRerank), not the answer
 RAG_ROLE_METADATA_KEY: Final = "ragtrace_role"  # LangChain run metadata that sets a generation's role
 RAG_CITATION_IDS: Final = "rag.citation.ids"
 RAG_CITATION_VALID_COUNT: Final = "rag.citation.valid_count"
 RAG_CITATION_INVALID_COUNT: Final = "rag.citation.invalid_count"
 RAG_CITATION_INVALID_LABELS: Final = "rag.citation.invalid_labels"
+RAG_CITATION_OUT_OF_CONTEXT_COUNT: Final = "rag.citation.out_of_context_count"
+RAG_CITATION_UNKNOWN_COUNT: Final = "rag.citation.unknown_count"
+RAG_CITATION_STATUS: Final = "rag.citation.status"  # why this answer's citations are not scored
 RAG_CITATION_FORMAT: Final = "rag.citation.format"
 RAG_CITATION_CONFORMANT: Final = "rag.citation.conformant"
 
@@ -150,10 +158,13 @@ CITATION_FORMAT_NONE: Final = "none"
 # --- ragtrace: per-trace figures (keys of run.metrics; span attributes under rag.metrics.) ------
 RAG_METRICS_PREFIX: Final = "rag.metrics."
 RAG_METRICS_STATUS: Final = "rag.metrics.status"
+RAG_METRICS_INCLUSION_METHOD: Final = "rag.metrics.inclusion_method"  # how the figures' context was known
 METRIC_RETRIEVED: Final = "retrieved"
 METRIC_IN_CONTEXT: Final = "in_context"
 METRIC_CITED: Final = "cited"
 METRIC_INVALID_CITATIONS: Final = "invalid_citations"
+METRIC_OUT_OF_CONTEXT_CITATIONS: Final = "out_of_context_citations"  # names a retrieved chunk the model was not shown
+METRIC_UNKNOWN_CITATIONS: Final = "unknown_citations"  # names nothing retrieved
 METRIC_CONTEXT_PRECISION: Final = "context_precision"
 METRIC_RECALL_PROXY: Final = "recall_proxy"
 METRIC_RECALL_PROXY_WEIGHTED: Final = "recall_proxy_weighted"
@@ -173,6 +184,8 @@ ALL_METRICS: Final = (
     METRIC_IN_CONTEXT,
     METRIC_CITED,
     METRIC_INVALID_CITATIONS,
+    METRIC_OUT_OF_CONTEXT_CITATIONS,
+    METRIC_UNKNOWN_CITATIONS,
     *PROXY_METRICS,
     METRIC_WASTED_CONTEXT_TOKENS,
     METRIC_DUPLICATE_CHUNKS,
@@ -357,7 +370,7 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(RAG_CONTEXT_TOTAL_TOKENS, "int", "assemble", False, "Context tokens placed."),
     AttributeInfo(RAG_CONTEXT_MAX_TOKENS, "int", "assemble", False, "The token budget."),
     AttributeInfo(RAG_CONTEXT_DROPPED_IDS, "string[]", "assemble", False, "Chunks that did not land."),
-    AttributeInfo(RAG_CONTEXT_DROPPED_REASONS, "string[]", "assemble", False, "over_budget, duplicate, filtered, reranked_out, not_added, not_found, not_rendered, not_in_prompt or a user reason."),
+    AttributeInfo(RAG_CONTEXT_DROPPED_REASONS, "string[]", "assemble", False, "over_budget, duplicate, filtered, reranked_out, not_added, not_found, outside_sources, not_rendered, not_in_prompt or a user reason."),
     AttributeInfo(RAG_CONTEXT_CONTENT_HASHES, "string[]", "assemble", False, "hash mode only: content hash per placed chunk."),
     AttributeInfo(RAG_GENERATION_ROLE, "string", "generate", False, "answer, or another role (rewrite, grader...) left out of the figures."),
     AttributeInfo(RAG_GENERATION_CONTEXT_SPAN_ID, "string", "generate", False, "Span id (hex) of the assemble span whose context this generation was scored against."),
@@ -365,13 +378,19 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(RAG_CITATION_VALID_COUNT, "int", "generate", False, "Citations that match an in-context chunk."),
     AttributeInfo(RAG_CITATION_INVALID_COUNT, "int", "generate", False, "Citations that point at nothing in context."),
     AttributeInfo(RAG_CITATION_INVALID_LABELS, "string[]", "generate", False, "The labels of invalid citations."),
+    AttributeInfo(RAG_CITATION_OUT_OF_CONTEXT_COUNT, "int", "generate", False, "Invalid citations naming a retrieved chunk that was not in the context (by its id, or a declared label that did not reach the prompt)."),
+    AttributeInfo(RAG_CITATION_UNKNOWN_COUNT, "int", "generate", False, "Invalid citations naming nothing retrieved."),
+    AttributeInfo(RAG_CITATION_STATUS, "string", "generate", False, "Why the answer's citations are not scored: answer_unreadable, citation_pattern_failed, citations_unresolved or internal_error (absent when scored)."),
     AttributeInfo(RAG_CITATION_FORMAT, "string", "generate", False, "json, inline or none."),
     AttributeInfo(RAG_CITATION_CONFORMANT, "boolean", "generate", False, "False when the answer has no parseable citation."),
     AttributeInfo(RAG_METRICS_STATUS, "string", "pipeline, generate", False, "Why figures are missing (absent when all were measured)."),
+    AttributeInfo(RAG_METRICS_INCLUSION_METHOD, "string", "pipeline, generate", False, "How the context the figures rest on was known: recorded, declared or located (comma-separated when a trace mixes them)."),
     AttributeInfo(metric_attribute(METRIC_RETRIEVED), "int", "pipeline, generate", False, "|R|: unique retrieved chunks."),
     AttributeInfo(metric_attribute(METRIC_IN_CONTEXT), "int", "pipeline, generate", False, "|C|: in-context chunks."),
     AttributeInfo(metric_attribute(METRIC_CITED), "int", "pipeline, generate", False, "|K|: validly cited chunks."),
-    AttributeInfo(metric_attribute(METRIC_INVALID_CITATIONS), "int", "pipeline, generate", False, "Citations matching no in-context chunk."),
+    AttributeInfo(metric_attribute(METRIC_INVALID_CITATIONS), "int", "pipeline, generate", False, "Citations matching no in-context chunk (out_of_context + unknown)."),
+    AttributeInfo(metric_attribute(METRIC_OUT_OF_CONTEXT_CITATIONS), "int", "pipeline, generate", False, "Invalid citations naming a retrieved chunk the model was not shown."),
+    AttributeInfo(metric_attribute(METRIC_UNKNOWN_CITATIONS), "int", "pipeline, generate", False, "Invalid citations naming nothing retrieved."),
     AttributeInfo(metric_attribute(METRIC_CONTEXT_PRECISION), "double", "pipeline, generate", False, "|C ∩ R| / |R| (in-context retrieved chunks over retrieved)."),
     AttributeInfo(metric_attribute(METRIC_RECALL_PROXY), "double", "pipeline, generate", False, "|K ∩ R| / |R|."),
     AttributeInfo(metric_attribute(METRIC_RECALL_PROXY_WEIGHTED), "double", "pipeline, generate", False, "Σ 1/rank over cited ÷ Σ 1/rank over retrieved."),

@@ -1,4 +1,5 @@
-"""LangChain model outputs -> the answer text and its usage, read by shape (no import of LangChain).
+"""LangChain and LlamaIndex model outputs -> the answer text and its usage, read by shape (no
+import of either framework).
 
 ``LLMResult`` (``on_llm_end``: ``generations`` a list per prompt, ``llm_output``), ``ChatResult``,
 a ``ChatGeneration``/``Generation`` and ``AIMessage``/``AIMessageChunk`` (``content``,
@@ -81,3 +82,22 @@ def _fill(usage: dict[str, Any], llm_output: Any) -> None:
         usage.setdefault("response_model", model)
     for key in [k for k, v in usage.items() if v is None]:
         del usage[key]
+
+
+def llama_index_output(output: Any) -> tuple[str, Any] | None:
+    """The text of LlamaIndex's ``CompletionResponse`` (``.text``), ``ChatResponse``
+    (``.message.content``) or ``Response`` (``.response``), with the provider's ``raw`` completion
+    (it may carry the usage); None for any other object. These are pydantic models: iterating one
+    yields its fields, never text."""
+    if isinstance(output, Mapping) or getattr(output, "choices", None) is not None:
+        return None
+    if hasattr(output, "source_nodes"):  # a query engine's Response
+        text = getattr(output, "response", None)
+        return (text, None) if isinstance(text, str) else None
+    if not hasattr(output, "additional_kwargs"):  # not a model response (an HTTP response has .text too)
+        return None
+    text = getattr(output, "text", None)
+    message = getattr(output, "message", None)
+    if not isinstance(text, str) and message is not None and hasattr(message, "role"):
+        text = getattr(message, "content", None)
+    return (text, getattr(output, "raw", None)) if isinstance(text, str) else None

@@ -55,6 +55,7 @@ class RagPipeline(Stage):
         self.attributes = attributes
         self.metrics: dict[str, Any] = {}
         self.status: str | None = None
+        self.inclusion_method: str | None = None  # recorded, declared, located (comma-joined if mixed)
         self._state_token: object | None = None
         self._decorator_options = {
             "query": query,
@@ -151,9 +152,10 @@ class RagPipeline(Stage):
         )
         self.metrics = dict(result.values)
         self.status = result.status_text
+        self.inclusion_method = ",".join(sorted({c.method for c in state.contexts})) or None
         if state.answer_text is not None:
             self._oi_value(names.OI_OUTPUT_VALUE, state.answer_text)
-        set_figures(self, result, events=True)
+        set_figures(self, result, events=True, inclusion_method=self.inclusion_method)
 
     @property
     def trace_id(self) -> str | None:

@@ -245,13 +245,16 @@ def as_text(value: Any) -> str | None:
 
 
 # --- figures on spans -------------------------------------------------------------------------
-def set_figures(stage: Stage, result: figures_module.Figures, *, events: bool = False) -> None:
-    """``rag.metrics.*`` (and, on the root, evaluation events and OpenInference evaluations)."""
+def set_figures(stage: Stage, result: figures_module.Figures, *, events: bool = False, inclusion_method: str | None = None) -> None:
+    """``rag.metrics.*`` (and, on the root, evaluation events and OpenInference evaluations), with
+    how the context they rest on was known (``rag.metrics.inclusion_method``)."""
     attrs = stage.attrs
     if attrs is None or not attrs.recording:
         return
     values: dict[str, Any] = {names.metric_attribute(k): v for k, v in result.values.items()}
     values[names.RAG_METRICS_STATUS] = result.status_text
+    # a qualifier, not a figure: under a tight attribute-count limit the figures win the room
+    attrs.set(names.RAG_METRICS_INCLUSION_METHOD, inclusion_method)
     proxies = [(k, float(result.values[k])) for k in names.PROXY_METRICS if k in result.values]
     if events:
         for index, (metric, score) in enumerate(proxies):

@@ -21,6 +21,7 @@ from .._internal.names import (
     METRIC_DUPLICATE_CHUNKS,
     METRIC_IN_CONTEXT,
     METRIC_INVALID_CITATIONS,
+    METRIC_OUT_OF_CONTEXT_CITATIONS,
     METRIC_RECALL_PROXY,
     METRIC_RECALL_PROXY_WEIGHTED,
     METRIC_RETRIEVED,
@@ -42,8 +43,9 @@ SUMMARY_FIGURES = (
     METRIC_CITED,
 )
 
-# what one row adds to a group: (verdict label, not-measurable reason or None, inferred, summary
-# numbers, answers, nonconformant, cites nothing, has invalid citations, retrievals, empty
+# what one row adds to a group: (verdict label, not-measurable reason or None, inferred, inclusion
+# method or None, summary numbers, answers, nonconformant, cites nothing, (out-of-context,
+# unknown) citations or None, retrievals, empty
 # retrievals, duplicates or None, retrieved items, |C|, cited positions or None, (top_k, deepest
 # placed rank, |C| or None, |R| or None) or None)
 Contribution = tuple[Any, ...]
@@ -56,11 +58,14 @@ class Group:
     traces: int = 0
     measurable: int = 0
     inferred: int = 0
+    inclusion: Counter[str] = field(default_factory=Counter)  # runs by how their context was known
     answers: int = 0
     nonconformant: int = 0
     traces_with_answers: int = 0
     traces_citing_nothing: int = 0
     traces_with_invalid: int = 0
+    out_of_context_citations: int = 0  # naming a retrieved chunk the prompt did not show
+    unknown_citations: int = 0  # naming nothing retrieved
     retrievals: int = 0
     empty_retrievals: int = 0
     retrieved_items: int = 0
@@ -107,7 +112,7 @@ class Group:
 
     def apply(self, item: Contribution, count: int = 1) -> None:
         """``count`` rows whose contribution is ``item`` (see ``contribution``)."""
-        label, reason, inferred, numbers, answers, nonconformant, citing_nothing, invalid, retrievals, empty, duplicates, items, size, positions, depth = item
+        label, reason, inferred, inclusion, numbers, answers, nonconformant, citing_nothing, invalid, retrievals, empty, duplicates, items, size, positions, depth = item
         self.traces += count
         self.verdicts[label] += count
         if reason is None:
@@ -116,6 +121,8 @@ class Group:
             self.reasons[reason] += count
         if inferred:
             self.inferred += count
+        if inclusion is not None:
+            self.inclusion[inclusion] += count
         distributions = self.figures
         for metric, value in numbers:
             distributions[metric].add(value, count)
@@ -125,8 +132,10 @@ class Group:
             self.traces_with_answers += count
             if citing_nothing:
                 self.traces_citing_nothing += count
-            if invalid:
+            if invalid is not None:
                 self.traces_with_invalid += count
+                self.out_of_context_citations += invalid[0] * count
+                self.unknown_citations += invalid[1] * count
         self.retrievals += retrievals * count
         self.empty_retrievals += empty * count
         if duplicates is not None:
@@ -172,6 +181,13 @@ def contribution(row: Row, row_verdict: Verdict, numbers: tuple[tuple[str, float
     size = figures.get(METRIC_IN_CONTEXT)
     positions = figures.get(METRIC_CITED_POSITIONS)
     known_positions = isinstance(size, int) and isinstance(positions, list)
+    invalid = figures.get(METRIC_INVALID_CITATIONS)
+    if answers and isinstance(invalid, int) and invalid:
+        out_of_context = figures.get(METRIC_OUT_OF_CONTEXT_CITATIONS)
+        out_of_context = out_of_context if isinstance(out_of_context, int) else 0  # traces from before the split: all unknown
+        invalid = (out_of_context, invalid - out_of_context)
+    else:
+        invalid = None
     depth = None
     if row.top_k is not None and row.placed_depth is not None:
         retrieved = figures.get(METRIC_RETRIEVED)
@@ -185,11 +201,12 @@ def contribution(row: Row, row_verdict: Verdict, numbers: tuple[tuple[str, float
         row_verdict.label,
         None if row.measurable else (row.status[0] if row.status else "unknown"),
         row.inferred,
+        row.inclusion,
         numbers,
         answers,
         row.nonconformant,
         bool(answers) and row.nonconformant == answers,
-        bool(answers) and bool(figures.get(METRIC_INVALID_CITATIONS)),
+        invalid,
         row.retrievals,
         row.empty_retrievals,
         duplicates,

@@ -1,6 +1,6 @@
 """Rows of traces from other instrumentations (OpenInference, OpenLLMetry, plain ``gen_ai.*``).
 
-They record no inclusion: the retrieved chunk text is located in the prompt (``assembly.locate``)
+They record no inclusion: the retrieved chunk text is located in the prompt (``locate.locate``)
 and citations are parsed from the output (``parse_citations``), and every figure is marked
 *inferred*. When even that is impossible the row says why, and is not measurable.
 """
@@ -12,7 +12,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from .._internal import names
-from .._internal.assembly import Placement, locate
+from .._internal.assembly import Placement
+from .._internal.locate import locate
 from .._internal.chunks import Chunk, to_chunk
 from .._internal.citations import parse_citations
 from .._internal.figures import Answer, compute
@@ -79,6 +80,8 @@ def foreign_row(trace: Trace) -> Row | None:
     result = compute(retrievals, answers, contexts=contexts, unreadable=unreadable)
     retrieval_facts(row, retrievals, result, answers, contexts)
     row.figures, row.status = result.values, list(result.status)
+    if answers or contexts:
+        row.inclusion = names.INCLUSION_INFERRED
     if reason is not None:
         row.status = [s for s in row.status if s not in ("no_context", "no_answer")]
         not_measurable(row, reason)

@@ -120,6 +120,7 @@ class TraceJoiner:
     def finish(self, trace_id: str, *, evicted: bool = False) -> Trace:
         pending = self.pending.pop(trace_id)
         self.pending_spans -= len(pending.spans)
-        self._finished.add(trace_id)
-        self.stats.traces += 1
+        if trace_id not in self._finished:  # seen again: scores that came after their run
+            self._finished.add(trace_id)
+            self.stats.traces += 1
         return Trace(trace_id, pending.spans, pending.root_seen, evicted)

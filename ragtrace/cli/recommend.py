@@ -46,7 +46,12 @@ def recommend(group: Group, min_traces: int) -> list[str]:
             out.append(f"Answers cite nothing in {_percent(share)} of traces: check the citation instruction")
         invalid = group.traces_with_invalid / group.traces_with_answers
         if invalid >= INVALID_CITATION_SHARE:
-            out.append(f"Answers cite sources that are not in the prompt in {_percent(invalid)} of traces: check the labels the model is shown")
+            advice = []
+            if group.out_of_context_citations:
+                advice.append(f"{group.out_of_context_citations:,} name a retrieved chunk the prompt did not show (stale labels, truncation?)")
+            if group.unknown_citations:
+                advice.append(f"{group.unknown_citations:,} name nothing retrieved (check the labels the model is shown)")
+            out.append(f"Answers cite sources that are not in the prompt in {_percent(invalid)} of traces: " + "; ".join(advice))
     # 3. lost in the middle
     sizes = Counter()
     for (size, _), count in group.positions.items():

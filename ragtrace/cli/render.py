@@ -1,7 +1,9 @@
 """Text outputs of both commands: terminal tables (plain, or ``rich`` when installed), Markdown, JSON.
 
-Inferred figures (from traces of other instrumentations) are shown with a ``~`` prefix in the
-tables and ``"inferred": true`` in JSON; figures that can't be measured are ``-`` / ``null``.
+Every run says how its context was known (``"inclusion"``: recorded, declared, located, or
+inferred for traces of other instrumentations); figures resting on chunk text searched for in the
+prompt (located, inferred) are shown with a ``~`` prefix in the tables. Figures that can't be
+measured are ``-`` / ``null``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ if TYPE_CHECKING:
     from .report import ReportResult
 
 REDACTED = "(redacted)"
+_INCLUSION_ORDER = {
+    method: index
+    for index, method in enumerate((names.INCLUSION_RECORDED, names.INCLUSION_DECLARED, names.INCLUSION_LOCATED, names.INCLUSION_INFERRED))
+}
 _QUERY_WIDTH = 40
 _ROW_FIGURES = (
     names.METRIC_RETRIEVED,
@@ -35,6 +41,8 @@ _ROW_FIGURES = (
     names.METRIC_WASTED_CONTEXT_TOKENS,
     names.METRIC_DUPLICATE_CHUNKS,
     names.METRIC_INVALID_CITATIONS,
+    names.METRIC_OUT_OF_CONTEXT_CITATIONS,
+    names.METRIC_UNKNOWN_CITATIONS,
     names.METRIC_CITED_POSITIONS,
 )
 
@@ -91,6 +99,7 @@ def row_record(row: Row, row_verdict: Verdict) -> dict[str, Any]:
         "query_id": row.query_id,
         "source": row.source,
         "inferred": row.inferred,
+        "inclusion": row.inclusion,
         "top_k": row.top_k,
     }
     for metric in _ROW_FIGURES:
@@ -135,6 +144,12 @@ def _one_line(text: str | None, width: int = _QUERY_WIDTH) -> str:
 
 
 # --- report: shared document ----------------------------------------------------------------------
+def _inclusion_counts(group: Group) -> dict[str, int]:
+    """Runs by inclusion method: recorded, declared, located, inferred first, then mixed ones."""
+    counts = group.inclusion
+    return {method: counts[method] for method in sorted(counts, key=lambda m: (_INCLUSION_ORDER.get(m, len(_INCLUSION_ORDER)), m))}
+
+
 def group_summary(group: Group) -> dict[str, Any]:
     duplicates = group.duplicates / group.retrieved_items if group.retrieved_items else None
     return clean(
@@ -143,12 +158,18 @@ def group_summary(group: Group) -> dict[str, Any]:
             "measurable": group.measurable,
             "not_measurable": group.traces - group.measurable,
             "inferred": group.inferred,
+            "inclusion": _inclusion_counts(group),
             "verdicts": dict(group.verdicts),
             "not_measurable_reasons": {reason_text(k): v for k, v in group.reasons.items()},
             "figures": group.percentiles(),
             "answers": group.answers,
             "answers_without_citations": group.nonconformant,
             "answers_without_citations_share": group.nonconformant_share,
+            "invalid_citations": {
+                "traces": group.traces_with_invalid,
+                "out_of_context": group.out_of_context_citations,
+                "unknown": group.unknown_citations,
+            },
             "retrievals": group.retrievals,
             "empty_retrievals": group.empty_retrievals,
             "empty_retrieval_rate": group.empty_retrieval_rate,
@@ -348,7 +369,7 @@ def runs_table(result: ReportResult) -> Table:
     headers = ["time (UTC)", "pipeline", "query", "|R|", "|C|", "|K|", "precision", "recall", "recall_w", "wasted_tok", "citations", "verdict"]
     table = Table(title, headers, [False, False, False, True, True, True, True, True, True, True, False, False])
     for row, row_verdict in shown:
-        figures, inferred = row.figures, row.inferred
+        figures, inferred = row.figures, row.approximate
         table.add(
             (iso_time(row.time) or "-").replace("T", " ").rstrip("Z"),
             row.pipeline or "-",
@@ -381,9 +402,10 @@ def write_report_text(result: ReportResult, writer: Writer, warnings: int) -> No
     writer.line(input_line(result, warnings))
     if result.stats.traces_without_runs:
         writer.line(f"{result.stats.traces_without_runs:,} trace(s) with no retrieval or model call (index building, other work) are not pipeline runs")
+    inclusion = ", ".join(f"{method} {count:,}" for method, count in _inclusion_counts(overall).items())
     writer.line(
-        f"{overall.measurable:,} measured ({overall.inferred:,} inferred, marked ~), "
-        f"{overall.traces - overall.measurable:,} not measurable; "
+        f"{overall.measurable:,} measured, {overall.traces - overall.measurable:,} not measurable; "
+        f"inclusion: {inclusion or 'none known'} (~ marks figures resting on located or inferred inclusion); "
         f"verdicts: " + ", ".join(f"{k} {v:,}" for k, v in sorted(overall.verdicts.items()))
     )
     if aggregator.mismatched:
@@ -392,6 +414,12 @@ def write_report_text(result: ReportResult, writer: Writer, warnings: int) -> No
     writer.table(figures_table("Figures over all runs (nearest-rank percentiles)", overall))
     duplicates = overall.duplicates / overall.retrieved_items if overall.retrieved_items else None
     writer.line(f"Answers without conformant citations: {percent(overall.nonconformant_share)} of {overall.answers:,}")
+    if overall.traces_with_answers:
+        writer.line(
+            f"Invalid citations: {overall.out_of_context_citations + overall.unknown_citations:,} in {overall.traces_with_invalid:,} of "
+            f"{overall.traces_with_answers:,} runs with an answer: {overall.out_of_context_citations:,} out of context (a retrieved chunk the "
+            f"prompt did not show), {overall.unknown_citations:,} unknown (naming nothing retrieved)"
+        )
     writer.line(f"Empty retrievals: {percent(overall.empty_retrieval_rate)} of {overall.retrievals:,}")
     writer.line(f"Duplicate chunks: {percent(duplicates)} of {overall.retrieved_items:,} retrieved")
     if overall.reasons:

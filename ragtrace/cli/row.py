@@ -11,12 +11,17 @@ from typing import Any
 
 from .._internal.figures import Answer, Figures, Placed, Retrieved
 from .._internal.names import (
+    INCLUSION_INFERRED,
+    INCLUSION_LOCATED,
     METRIC_CITED_POSITIONS,
     METRIC_RECALL_PROXY,
     METRIC_WASTED_CONTEXT_TOKENS,
     PROXY_METRICS,
 )
 from .spans import Span
+
+# the inclusion methods whose figures the report marks with "~"
+APPROXIMATE_INCLUSION = frozenset({INCLUSION_LOCATED, INCLUSION_INFERRED})
 
 SOURCE_RAGTRACE = "ragtrace"
 SOURCE_OPENINFERENCE = "openinference"
@@ -48,7 +53,8 @@ class Row:
     query_hash: str | None = None
     content_mode: str | None = None
     source: str = SOURCE_RAGTRACE
-    inferred: bool = False
+    inferred: bool = False  # from another instrumentation's spans (see foreign)
+    inclusion: str | None = None  # how the context was known: recorded, declared, located, inferred (comma-joined if mixed)
     figures: dict[str, Any] = field(default_factory=dict)
     status: list[str] = field(default_factory=list)
     answers: int = 0
@@ -64,6 +70,12 @@ class Row:
     @property
     def measurable(self) -> bool:
         return METRIC_RECALL_PROXY in self.figures
+
+    @property
+    def approximate(self) -> bool:
+        """Whether the figures rest on chunk text searched for in the prompt (located, inferred),
+        not on placements recorded or declared when the prompt was built."""
+        return self.inclusion is not None and any(m in APPROXIMATE_INCLUSION for m in self.inclusion.split(","))
 
 
 def end_order(span: Span) -> tuple[int, int]:

@@ -21,6 +21,7 @@ from .._internal.names import (
     GEN_AI_RETRIEVAL_QUERY_TEXT,
     GEN_AI_RETRIEVAL_TOP_K,
     GEN_AI_WORKFLOW_NAME,
+    INCLUSION_RECORDED,
     METRIC_CITED,
     METRIC_CITED_POSITIONS,
     METRIC_DUPLICATE_CHUNKS,
@@ -32,9 +33,12 @@ from .._internal.names import (
     RAG_CITATION_FORMAT,
     RAG_CITATION_IDS,
     RAG_CITATION_INVALID_COUNT,
+    RAG_CITATION_OUT_OF_CONTEXT_COUNT,
+    RAG_CITATION_STATUS,
     RAG_CONTENT_MODE,
     RAG_CONTEXT_CHUNK_IDS,
     RAG_CONTEXT_CHUNK_TOKENS,
+    RAG_CONTEXT_INCLUSION_METHOD,
     RAG_CONTEXT_POSITIONS,
     RAG_GENERATION_CONTEXT_SPAN_ID,
     RAG_GENERATION_ROLE,
@@ -193,21 +197,25 @@ def _ragtrace_row(trace: Trace, pipeline: Span | None, members: list[tuple[Span,
 
     answers: list[Answer] = []
     answer_spans: list[Span] = []
+    methods: set[str] = set()  # how the contexts the figures rest on were known
     used: list[tuple[list[Placed], bool]] = []
     for span, stage in members:
         if stage != STAGE_GENERATE or span.get_str(RAG_GENERATION_ROLE) != ROLE_ANSWER:
             continue
-        if not (span.has(RAG_CITATION_FORMAT) or span.has(_CITED_KEY)):
+        if not (span.has(RAG_CITATION_FORMAT) or span.has(_CITED_KEY) or span.has(RAG_CITATION_STATUS)):
             continue  # an answer generation that recorded no output: not an answer online either
         cited = [str(c) for c in span.get_list(RAG_CITATION_IDS) or ()]
         context = _context_of(span, contexts, cited)
         if context is not None:
             used.append((context[1], context[2]))
+            methods.add(context[0].get_str(RAG_CONTEXT_INCLUSION_METHOD) or INCLUSION_RECORDED)
         answers.append(
             Answer(
                 placements=context[1] if context is not None else None,
                 cited_ids=cited,
                 invalid_citations=span.get_int(RAG_CITATION_INVALID_COUNT) or 0,
+                out_of_context_citations=span.get_int(RAG_CITATION_OUT_OF_CONTEXT_COUNT) or 0,
+                unmeasured=span.get_str(RAG_CITATION_STATUS),
             )
         )
         answer_spans.append(span)
@@ -216,6 +224,9 @@ def _ragtrace_row(trace: Trace, pipeline: Span | None, members: list[tuple[Span,
             row.nonconformant += 1
 
     unanswered = [] if answers else [placements for _, placements, _ in contexts]
+    if not answers:
+        methods.update(span.get_str(RAG_CONTEXT_INCLUSION_METHOD) or INCLUSION_RECORDED for span, _, _ in contexts)
+    row.inclusion = ",".join(sorted(methods)) or None
     result = compute(retrievals, answers, contexts=unanswered, unreadable=unreadable)
     tokens_known = all(known for _, known in used) if answers else all(known for _, _, known in contexts)
     if not tokens_known:

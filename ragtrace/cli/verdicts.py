@@ -17,8 +17,10 @@ from .._internal.names import (
     METRIC_CONTEXT_PRECISION,
     METRIC_CONTEXT_UTILIZATION,
     METRIC_INVALID_CITATIONS,
+    METRIC_OUT_OF_CONTEXT_CITATIONS,
     METRIC_RECALL_PROXY,
     METRIC_RECALL_PROXY_WEIGHTED,
+    METRIC_UNKNOWN_CITATIONS,
 )
 from .row import (
     STATUS_ATTRIBUTES_LOST,
@@ -85,5 +87,9 @@ def verdict(row: Row, thresholds: Mapping[str, float]) -> Verdict:
         reasons.append("no citations")
     invalid = row.figures.get(METRIC_INVALID_CITATIONS)
     if invalid:
-        reasons.append(f"{invalid} invalid citation{'s' if invalid != 1 else ''}")
+        reason = f"{invalid} invalid citation{'s' if invalid != 1 else ''}"
+        out_of_context, unknown = row.figures.get(METRIC_OUT_OF_CONTEXT_CITATIONS), row.figures.get(METRIC_UNKNOWN_CITATIONS)
+        if isinstance(out_of_context, int) and isinstance(unknown, int):
+            reason += f" ({out_of_context} out of context, {unknown} unknown)"
+        reasons.append(reason)
     return Verdict(VERDICT_CHECK if reasons else VERDICT_OK, tuple(reasons))

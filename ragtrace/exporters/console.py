@@ -52,6 +52,8 @@ _FIGURES: tuple[tuple[str, str], ...] = (
             names.METRIC_IN_CONTEXT,
             names.METRIC_CITED,
             names.METRIC_INVALID_CITATIONS,
+            names.METRIC_OUT_OF_CONTEXT_CITATIONS,
+            names.METRIC_UNKNOWN_CITATIONS,
             names.METRIC_RECALL_PROXY,
             names.METRIC_RECALL_PROXY_WEIGHTED,
             names.METRIC_CONTEXT_PRECISION,

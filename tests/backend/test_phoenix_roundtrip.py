@@ -156,6 +156,8 @@ def expected_figures() -> dict[str, Any]:
         "in_context": 3,
         "cited": 2,
         "invalid_citations": 0,
+        "out_of_context_citations": 0,
+        "unknown_citations": 0,
         "context_precision": 0.75,
         "recall_proxy": 0.5,
         "recall_proxy_weighted": (1 + 1 / 2) / (1 + 1 / 2 + 1 / 3 + 1 / 4),
@@ -184,7 +186,9 @@ def assert_figures_on_root(root: dict, run: ragtrace.RagPipeline) -> None:
         stored = a[f"rag.metrics.{key}"]
         assert stored == run.metrics[key], key  # exactly what the SDK computed, not just close
         assert type(stored) is type(run.metrics[key]), (key, type(stored))
-    assert keys_under(a, "rag.metrics.") == {f"rag.metrics.{k}" for k in expected}  # no status: all measured
+    # no status: all measured; and the context they rest on was recorded
+    assert keys_under(a, "rag.metrics.") == {f"rag.metrics.{k}" for k in expected} | {"rag.metrics.inclusion_method"}
+    assert a["rag.metrics.inclusion_method"] == "recorded"
     for index, proxy in enumerate(PROXIES):
         prefix = f"trace.evaluations.{index}.evaluation."
         assert a[prefix + "name"] == f"ragtrace.{proxy}"

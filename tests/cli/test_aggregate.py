@@ -191,9 +191,10 @@ def _state(group: aggregate.Group) -> dict:
     return {
         "totals": [getattr(group, name) for name in ("traces", "measurable", "inferred", "answers", "nonconformant", "traces_with_answers",
                                                       "traces_citing_nothing", "traces_with_invalid", "retrievals", "empty_retrievals",
-                                                      "retrieved_items", "duplicates")],
+                                                      "retrieved_items", "duplicates", "out_of_context_citations", "unknown_citations")],
         "figures": {metric: dist(d) for metric, d in group.figures.items()},
-        "maps": [list(group.reasons.items()), list(group.verdicts.items()), list(group.positions.items()), list(group.sizes.items())],
+        "maps": [list(group.reasons.items()), list(group.verdicts.items()), list(group.positions.items()), list(group.sizes.items()),
+                 list(group.inclusion.items())],
         "by_top_k": [(k, {name: dist(d) for name, d in slot.items()}) for k, slot in group.by_top_k.items()],
     }
 
@@ -225,7 +226,9 @@ def test_counted_contributions_equal_adding_rows_one_by_one(monkeypatch, limit):
                 labels={"version": rng.choice(["v1", "v2"]), "route": rng.choice(["faq", "search"])},
                 nonconformant=rng.randrange(2),
                 inferred=kind == 4,
-                figures={names.METRIC_DUPLICATE_CHUNKS: rng.choice([0, 1, None]), names.METRIC_INVALID_CITATIONS: rng.choice([0, 0, 2])},
+                inclusion=rng.choice([None, "recorded", "declared", "located,recorded"]),
+                figures={names.METRIC_DUPLICATE_CHUNKS: rng.choice([0, 1, None]), names.METRIC_INVALID_CITATIONS: rng.choice([0, 0, 2]),
+                         names.METRIC_OUT_OF_CONTEXT_CITATIONS: rng.choice([0, 1])},
             )
         rows.append(row)
 
@@ -248,3 +251,15 @@ def test_counted_contributions_equal_adding_rows_one_by_one(monkeypatch, limit):
         assert [k for k in groups if k[0] == dimension] == [k for k in reference if k != "overall" and k[0] == dimension]
     for key, group in groups.items():
         assert _state(group) == _state(reference[key]), key
+
+
+def test_invalid_citation_advice_tells_the_two_kinds_apart():
+    aggregator = Aggregator(DEFAULT_THRESHOLDS)
+    for n in range(10):
+        figures = {names.METRIC_INVALID_CITATIONS: 3, names.METRIC_OUT_OF_CONTEXT_CITATIONS: 1, names.METRIC_UNKNOWN_CITATIONS: 2} if n < 2 else {}
+        aggregator.add(_row(n, figures=figures))
+    (advice,) = [text for text in aggregator.recommendations() if "not in the prompt" in text]
+    assert advice == (
+        "Answers cite sources that are not in the prompt in 20% of traces: 2 name a retrieved chunk the prompt did not show "
+        "(stale labels, truncation?); 4 name nothing retrieved (check the labels the model is shown)"
+    )

@@ -51,7 +51,7 @@ def _cases():
 def _figures(span) -> dict:
     out = {}
     for key, value in span.attributes.items():
-        if key.startswith(names.RAG_METRICS_PREFIX) and key != names.RAG_METRICS_STATUS:
+        if key.startswith(names.RAG_METRICS_PREFIX) and key not in (names.RAG_METRICS_STATUS, names.RAG_METRICS_INCLUSION_METHOD):
             out[key[len(names.RAG_METRICS_PREFIX) :]] = list(value) if isinstance(value, tuple) else value
     return out
 

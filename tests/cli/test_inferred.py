@@ -111,7 +111,7 @@ def test_inferred_figures_are_marked_in_the_table(cli, tmp_path):
     path = tmp_path / "oi.jsonl"
     openinference(path)
     out = cli("report", "--plain", path).out
-    assert "1 measured (1 inferred, marked ~)" in out
+    assert "1 measured, 0 not measurable; inclusion: inferred 1 (~ marks figures resting on located or inferred inclusion)" in out
     run_line = next(line for line in out.splitlines() if "RetrievalQA" in line and "What is BM25?" in line)
     assert "~0.50" in run_line and "~0.25" in run_line and "~4" in run_line
 
@@ -136,7 +136,7 @@ def test_openllmetry_result_events_and_flattened_prompts(cli, tmp_path):
     assert (row["retrieved"], row["in_context"], row["cited"], row["invalid_citations"]) == (3, 2, 2, 1)
     assert row["context_precision"] == pytest.approx(2 / 3)
     assert row["recall_proxy"] == pytest.approx(2 / 3)
-    assert row["verdict"] == "check" and "1 invalid citation" in row["reasons"]
+    assert row["verdict"] == "check" and "1 invalid citation (0 out of context, 1 unknown)" in row["reasons"]
 
 
 def test_answer_without_citations_is_measured_not_perfect(cli, tmp_path):

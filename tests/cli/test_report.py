@@ -6,8 +6,10 @@ import gzip
 
 import pytest
 
+import ragtrace
+
 from .conftest import by_query
-from .helpers import DATA, KNOWN, gzip_file, lines, provider_to, pipeline, split, to_collector, to_phoenix
+from .helpers import DATA, KNOWN, docs, gzip_file, lines, pipeline, provider_to, split, to_collector, to_phoenix
 
 FIGURES = ("retrieved", "in_context", "cited", "context_precision", "recall_proxy", "recall_proxy_weighted",
            "context_utilization", "wasted_context_tokens", "cited_positions")
@@ -153,7 +155,7 @@ def test_terminal_table(cli, known):
     assert result.code == 0
     out = result.out
     assert "5 pipeline runs" in out
-    assert "3 measured (0 inferred, marked ~), 2 not measurable" in out
+    assert "3 measured, 2 not measurable; inclusion: recorded 4 (~ marks figures resting on located or inferred inclusion)" in out
     assert "Answers without conformant citations: 60% of 5" in out
     assert "Empty retrievals: 25% of 4" in out
     table = out[out.index("Runs (5)") :]
@@ -259,3 +261,69 @@ def test_rich_terminal_table_when_stdout_is_a_terminal(cli, tmp_path, monkeypatc
     assert "why [bold]is[/bold] this [1] odd?" in out  # shown literally, not as markup
     plain = cli("report", "--plain", path).out
     assert "┃" not in plain and "│" not in plain and "why [bold]is[/bold] this [1] odd?" in plain
+
+
+# --- issue 14, item 6 (report side), and how each run's inclusion was known -----------------------
+def _run(provider, query: str, retrieved: list[str], answer: str, *, method: str) -> None:
+    """retrieve -> assemble the first two retrieved chunks (recorded, declared or located) -> generate."""
+    with ragtrace.rag_pipeline("qa", query=query, tracer_provider=provider):
+        with ragtrace.retrieve(query, tracer_provider=provider) as r:
+            r.record(docs(*retrieved))
+        with ragtrace.assemble(tracer_provider=provider) as ctx:
+            placed = docs(*retrieved[:2])
+            if method == "recorded":
+                for doc in placed:
+                    ctx.add(doc)
+                prompt = ctx.render(question=query)
+            else:
+                prompt = "Sources:\n" + "\n".join(f"[{n}] {doc['content']}" for n, doc in enumerate(placed, start=1)) + f"\nQuestion: {query}"
+                if method == "declared":
+                    for n, doc in enumerate(placed, start=1):
+                        ctx.place(doc, doc["content"], label=str(n))
+                    ctx.set_prompt(prompt)
+                else:
+                    ctx.observe(placed, prompt)
+        with ragtrace.generate(model="m", prompt=prompt, tracer_provider=provider) as g:
+            g.record(answer)
+
+
+def test_invalid_citations_are_counted_apart_in_every_output(cli, tmp_path):
+    """[d3] names a retrieved chunk the prompt did not show (out of context), [7] names nothing."""
+    path = tmp_path / "invalid.jsonl"
+    provider = provider_to(path)
+    _run(provider, "q1", ["d1", "d2", "d3"], "See [1], [d3] and [7].", method="recorded")
+    _run(provider, "q2", ["d1", "d2", "d3"], "See [2] and [9].", method="recorded")
+    provider.shutdown()
+    document = cli("report", "--json", path).json()
+    rows = by_query(document)
+    assert (rows["q1"]["invalid_citations"], rows["q1"]["out_of_context_citations"], rows["q1"]["unknown_citations"]) == (2, 1, 1)
+    assert rows["q1"]["reasons"] == ["2 invalid citations (1 out of context, 1 unknown)"]
+    assert rows["q2"]["reasons"] == ["recall_w<0.3", "1 invalid citation (0 out of context, 1 unknown)"]
+    summary = document["summary"]["invalid_citations"]
+    assert summary == {"traces": 2, "out_of_context": 1, "unknown": 2}
+    line = "Invalid citations: 3 in 2 of 2 runs with an answer: 1 out of context (a retrieved chunk the prompt did not show), 2 unknown (naming nothing retrieved)"
+    for style in ("--plain", "--markdown"):
+        assert line in cli("report", style, path).out, style
+
+
+def test_every_run_says_how_its_inclusion_was_known(cli, tmp_path):
+    from .test_inferred import openinference
+
+    path = tmp_path / "methods.jsonl"
+    provider = provider_to(path)
+    for method in ("recorded", "declared", "located"):
+        _run(provider, method, ["d1", "d2", "d3"], "BM25 ranks lexically [1].", method=method)
+    provider.shutdown()
+    foreign = tmp_path / "oi.jsonl"
+    openinference(foreign)
+    document = cli("report", "--json", path, foreign).json()
+    inclusion = {row["query"]: row["inclusion"] for row in document["traces"]}
+    assert inclusion == {"recorded": "recorded", "declared": "declared", "located": "located", "What is BM25?": "inferred"}
+    assert document["summary"]["inclusion"] == {"recorded": 1, "declared": 1, "located": 1, "inferred": 1}
+    for style in ("--plain", "--markdown"):
+        out = cli("report", style, path, foreign).out
+        assert "4 measured, 0 not measurable; inclusion: recorded 1, declared 1, located 1, inferred 1 (~ marks figures resting on located or inferred inclusion)" in out
+        runs = {name: line for line in out.splitlines() for name in ("recorded", "declared", "located") if f" {name} " in line and "qa" in line}
+        assert "~0.67" not in runs["recorded"] and "0.67" in runs["recorded"]  # context precision 2/3
+        assert "~0.67" not in runs["declared"]
+        assert "~0.67" in runs["located"]

@@ -128,6 +128,7 @@ def test_the_report_joins_scores_to_runs_in_any_order(cli, exported, scores_firs
     assert "late span" not in result.err and "missing parent" not in result.err
     document = result.json()
     assert document["inputs"]["runs"] == len(RUNS) + 1  # score spans never become runs
+    assert document["inputs"]["traces"] == len(RUNS) + 2  # nor count a trace twice (+1: the unknown run's)
     summary = document["scores"]["by_name"]["groundedness"]
     assert summary["scores"] == ALL_SCORES and summary["p50"] == P50
     assert summary["runs"] == 11 and summary["not_joined"] == 1 and summary["runs_without_proxy"] == 1

@@ -12,6 +12,9 @@ import ragtrace
 @pytest.fixture
 def langchain_on(spans) -> Iterator[None]:
     """``ragtrace.instrument("langchain")`` (the one line), undone after the test."""
+    from ragtrace._internal.integrations import langchain
+
     assert ragtrace.instrument("langchain") == ["langchain"]
     yield
     ragtrace.uninstrument("langchain")
+    assert len(langchain._handler.runs) == 0, "every run that started has ended"

@@ -202,3 +202,4 @@ def test_opentelemetry_instrument_turns_ragtrace_on_with_no_code(tmp_path, disab
     assert (figures["retrieved"], figures["in_context"], figures["context_precision"]) == (2, 2, 1.0)
     others = [s for s in found if "rag.stage" not in s["attributes"]]
     assert bool(others) is (disabled == ""), [s["name"] for s in others]  # OpenInference's own spans, when it is on
+    assert len({s["context"]["trace_id"] for s in found}) == 1  # beside OpenInference: ragtrace's root inside its trace

@@ -351,3 +351,15 @@ def test_a_users_own_assembly_is_not_doubled(spans, store):
     (assembled,) = spans.by_stage("assemble")
     assert assembled.attributes["rag.context.inclusion_method"] == "recorded"
     assert (run.metrics["retrieved"], run.metrics["in_context"], run.metrics["cited"]) == (3, 1, 1)
+
+
+def test_a_run_in_flight_when_uninstrumented_still_ends(spans, store):
+    stream = lcel_chain(store, "Five days [1].").stream(QUESTION)
+    first = next(stream)
+    ragtrace.uninstrument("langchain")
+    assert first + "".join(stream) == "Five days [1]."
+    root = spans.one("pipeline")  # ended with the stream, figures on it
+    assert figures(root)["cited"] == 1
+    spans.clear()
+    assert lcel_chain(store, "x").invoke(QUESTION) == "x"
+    assert spans.all() == []  # nothing new starts

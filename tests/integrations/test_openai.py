@@ -17,7 +17,7 @@ import wrapt
 from opentelemetry.trace import StatusCode
 
 import ragtrace
-from loopback import ANSWER, USAGE
+from loopback import ANSWER
 from ragtrace._internal.integrations.openai import OpenAIInstrumentor
 
 DOCS = [
@@ -30,9 +30,9 @@ QUESTION = "How long does a refund take?"
 
 @pytest.fixture
 def instrumented(spans):
-    OpenAIInstrumentor().instrument()
+    ragtrace.instrument("openai")
     yield spans
-    OpenAIInstrumentor().uninstrument()
+    ragtrace.uninstrument("openai")
 
 
 def client(url: str, cls: type = openai.OpenAI):
@@ -180,12 +180,7 @@ def test_beside_openinference_nothing_breaks_and_the_figures_hold(instrumented, 
     check_trace(instrumented, stream=False)
 
 
-def test_a_stream_records_its_time_to_first_chunk_through_the_generate_stage(instrumented, chat_server):
-    from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-
-    reader = InMemoryMetricReader()
-    ragtrace.configure(tracer_provider=instrumented.provider, meter_provider=MeterProvider(metric_readers=[reader]))
+def test_a_stream_records_its_time_to_first_chunk_through_the_generate_stage(instrumented, chat_server, metric_reader):
     url, _ = chat_server
     with ragtrace.rag_pipeline("openai-app", query=QUESTION):
         with client(url).chat.completions.create(model="gpt-4o-mini", messages=assembled_messages(), stream=True) as stream:
@@ -193,10 +188,20 @@ def test_a_stream_records_its_time_to_first_chunk_through_the_generate_stage(ins
     generated = instrumented.one("generate")
     first = generated.attributes["gen_ai.response.time_to_first_chunk"]
     assert 0 < first <= (generated.end_time - generated.start_time) / 1e9
-    data = reader.get_metrics_data()
+    data = metric_reader.get_metrics_data()
     found = {m.name: m.data.data_points for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
     (ttfc,) = found["gen_ai.client.operation.time_to_first_chunk"]
     assert ttfc.count == 1 and ttfc.sum == pytest.approx(first)
     (per_chunk,) = found["gen_ai.client.operation.time_per_output_chunk"]
     assert per_chunk.count == len(chunks) - 1  # one per chunk after the first
-    reader.shutdown()
+
+
+def test_a_raw_response_is_passed_through_and_its_answer_not_guessed(instrumented, chat_server):
+    url, _ = chat_server
+    with ragtrace.rag_pipeline("openai-app", query=QUESTION):
+        messages = assembled_messages()
+        raw = client(url).chat.completions.with_raw_response.create(model="gpt-4o-mini", messages=messages)
+    assert raw.parse().choices[0].message.content == ANSWER  # the app's object, unread by ragtrace
+    generated = instrumented.one("generate").attributes
+    assert "gen_ai.output.messages" not in generated and "rag.citation.ids" not in generated
+    assert "recall_proxy" not in {k.removeprefix("rag.metrics.") for k in instrumented.one("pipeline").attributes}

@@ -52,7 +52,7 @@ LIBRARIES: dict[str, Library] = {
             "llama_index",
             "ragtrace._internal.integrations.llama_index",
             "LlamaIndexInstrumentor",
-            ("llama-index-core >= 0.12, < 0.15",),
+            ("llama-index-core >= 0.14, < 0.15",),
             "llama-index",
         ),
         Library(

@@ -49,7 +49,7 @@ class LangChainInstrumentor(RagtraceInstrumentor):
 
     def _instrument(self, **kwargs: Any) -> None:
         handler = _registered_handler()
-        handler.runs = Runs(self.tracer_provider(kwargs))
+        handler.runs.tracer_provider = self.tracer_provider(kwargs)
         handler.enabled = True
         _wrap_format_document()
 
@@ -94,13 +94,16 @@ class _Handler:
     def raise_error(self) -> bool:  # ragtrace's own tests see its bugs; users never do (the guard)
         return is_strict()
 
-    # disabled: LangChain doesn't even call us
-    ignore_llm = ignore_chain = ignore_retriever = ignore_chat_model = property(lambda self: not self.enabled)
+    # disabled with no run in flight: LangChain doesn't even call us. Runs started before
+    # uninstrument() still end (their spans close), but no new one starts.
+    ignore_llm = ignore_chain = ignore_retriever = ignore_chat_model = property(lambda self: not self.enabled and not len(self.runs))
     ignore_agent = ignore_retry = ignore_custom_event = True
 
     # -- chains ---------------------------------------------------------------------------------
     def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kw: Any) -> None:
         with guard("langchain chain start"):
+            if not self.enabled:
+                return
             run = self.runs.start(
                 run_id, parent_run_id, root_name=kw.get("name") or _ROOT_NAME, query=_query(inputs), context=_beside(run_id, parent_run_id)
             )
@@ -112,11 +115,14 @@ class _Handler:
                     extra["assemble_from"] = time.time_ns()
 
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kw: Any) -> None:
-        with guard("langchain chain end"):
-            run = self.runs.get(run_id)
-            if run is not None and isinstance(outputs, str) and "documents" in run.data:
-                _formatted(run.scope, run.data["documents"], outputs)
-            self.runs.end(run_id, output=_answer(outputs))
+        try:
+            with guard("langchain chain end"):
+                run = self.runs.get(run_id)
+                if run is not None and isinstance(outputs, str) and "documents" in run.data:
+                    _formatted(run.scope, run.data["documents"], outputs)
+        finally:  # a run always ends, even when recording it failed
+            with guard("langchain chain end"):
+                self.runs.end(run_id, output=_answer(outputs))
 
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kw: Any) -> None:
         with guard("langchain chain error"):
@@ -125,6 +131,8 @@ class _Handler:
     # -- retrievers -----------------------------------------------------------------------------
     def on_retriever_start(self, serialized: Any, query: str, *, run_id: UUID, parent_run_id: UUID | None = None, **kw: Any) -> None:
         with guard("langchain retriever start"):
+            if not self.enabled:
+                return
             run = self.runs.start(run_id, parent_run_id, context=_beside(run_id, parent_run_id))
             run.data.update(query=query, started=time.time_ns(), metadata=kw.get("metadata") or {}, name=kw.get("name"))
             for ancestor in self.runs.ancestors(run):
@@ -133,22 +141,28 @@ class _Handler:
                     break
 
     def on_retriever_end(self, documents: Any, *, run_id: UUID, **kw: Any) -> None:
-        with guard("langchain retriever end"):
-            run = self.runs.get(run_id)
-            if run is not None:
-                self._retrieved(run, documents)
-            self.runs.end(run_id)
-            if run is not None:
-                run.scope.extra["retrieved_at"] = time.time_ns()  # a wrapping retriever reranks from here
+        run = self.runs.get(run_id)
+        try:
+            with guard("langchain retriever end"):
+                if run is not None:
+                    self._retrieved(run, documents)
+        finally:
+            with guard("langchain retriever end"):
+                self.runs.end(run_id)
+                if run is not None:
+                    run.scope.extra["retrieved_at"] = time.time_ns()  # a wrapping retriever reranks from here
 
     def on_retriever_error(self, error: BaseException, *, run_id: UUID, **kw: Any) -> None:
-        with guard("langchain retriever error"):
-            run = self.runs.get(run_id)
-            if run is not None and not run.data.get("wraps"):
-                stage = _retrieve_stage(run)
-                stage.start_time = run.data["started"]
-                self.runs.open(run, lambda: stage)
-            self.runs.end(run_id, error=error)
+        try:
+            with guard("langchain retriever error"):
+                run = self.runs.get(run_id)
+                if run is not None and not run.data.get("wraps"):
+                    stage = _retrieve_stage(run)
+                    stage.start_time = run.data["started"]
+                    self.runs.open(run, lambda: stage)
+        finally:
+            with guard("langchain retriever error"):
+                self.runs.end(run_id, error=error)
 
     def _retrieved(self, run: Run, documents: Any) -> None:
         data, scope = run.data, run.scope
@@ -182,6 +196,8 @@ class _Handler:
             self._model_start(run_id, parent_run_id, prompts[0] if prompts else None, kw)
 
     def _model_start(self, run_id: UUID, parent_run_id: UUID | None, prompt: Any, kw: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
         run = self.runs.start(run_id, parent_run_id, context=_beside(run_id, parent_run_id))
         metadata = kw.get("metadata") or {}
         params = kw.get("invocation_params") or {}
@@ -222,11 +238,14 @@ class _Handler:
                 run.stage.stream_done(())
 
     def on_llm_end(self, response: Any, *, run_id: UUID, **kw: Any) -> None:
-        with guard("langchain llm end"):
-            run = self.runs.get(run_id)
-            if run is not None and isinstance(run.stage, Generate):
-                run.stage.record(response)
-            self.runs.end(run_id)
+        try:
+            with guard("langchain llm end"):
+                run = self.runs.get(run_id)
+                if run is not None and isinstance(run.stage, Generate):
+                    run.stage.record(response)
+        finally:
+            with guard("langchain llm end"):
+                self.runs.end(run_id)
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kw: Any) -> None:
         with guard("langchain llm error"):

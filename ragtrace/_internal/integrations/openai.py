@@ -12,30 +12,29 @@ integration's LLM call) is left to that span, so nothing is recorded twice.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import wrapt
 from opentelemetry import trace
-from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 from opentelemetry.instrumentation.utils import unwrap
 
-from .. import names
 from ..generation import Generate
-from ..guard import call_guarded, guard
+from ..guard import call_guarded, guard, warn_once
+from ._common import inside_generation
+from .base import RagtraceInstrumentor
 
 _MODULE = "openai.resources.chat.completions"
 _PROVIDER = "openai"
 
 
-class OpenAIInstrumentor(BaseInstrumentor):  # type: ignore[misc]
-    """``OpenAIInstrumentor().instrument(tracer_provider=...)``; ``ragtrace.instrument("openai")``."""
+class OpenAIInstrumentor(RagtraceInstrumentor):
+    """``ragtrace.instrument("openai")``, or ``OpenAIInstrumentor().instrument(tracer_provider=...)``."""
 
-    def instrumentation_dependencies(self) -> Collection[str]:
-        return ("openai >= 1.40, < 4",)
+    library_name = "openai"
 
     def _instrument(self, **kwargs: Any) -> None:
-        provider = kwargs.get("tracer_provider")
+        provider = self.tracer_provider(kwargs)
         wrapt.wrap_function_wrapper(_MODULE, "Completions.create", _sync_wrapper(provider))
         wrapt.wrap_function_wrapper(_MODULE, "AsyncCompletions.create", _async_wrapper(provider))
 
@@ -49,7 +48,7 @@ class OpenAIInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 # --- one call -----------------------------------------------------------------------------------
 def _open(kwargs: Mapping[str, Any], provider: trace.TracerProvider | None) -> Generate | None:
     """A started generate span for this call, or None when another one already covers it."""
-    if _inside_generation():
+    if inside_generation():
         return None
     max_tokens = kwargs.get("max_completion_tokens", kwargs.get("max_tokens"))
     stage = Generate(
@@ -63,12 +62,6 @@ def _open(kwargs: Mapping[str, Any], provider: trace.TracerProvider | None) -> G
     stage.open()
     stage.attach()
     return stage
-
-
-def _inside_generation() -> bool:
-    """Is the current span a ragtrace generate span (recorded by someone else)?"""
-    attributes = getattr(trace.get_current_span(), "attributes", None)
-    return isinstance(attributes, Mapping) and attributes.get(names.RAG_STAGE) == names.STAGE_GENERATE
 
 
 def _messages(messages: Any) -> Any:
@@ -89,7 +82,10 @@ def _returned(stage: Generate, result: Any, stream: bool) -> Any:
     if stream and hasattr(result, "__anext__"):
         stage.stream_done(())
         return _AsyncStream(result, stage)
-    stage.record(result)
+    if getattr(result, "choices", None) is not None:
+        stage.record(result)
+    else:  # with_raw_response / with_streaming_response: an HTTP response, not read here
+        warn_once("openai-raw", "an OpenAI call returned %s, not a completion: its answer is not measured", type(result).__name__)
     stage.close()
     return result
 

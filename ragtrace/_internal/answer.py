@@ -1,0 +1,98 @@
+"""An answer generation -> ``figures.Answer``: its citations resolved and classified, or why not.
+
+A citation is flagged invalid only when ragtrace knows what the model was shown. So an answer is
+left unscored, with the reason, when its output could not be read, when the user's citation
+pattern raised, or when a *located* context has gaps (a chunk the search could not find) and the
+answer cites something that does not resolve: it may well be the chunk the search missed.
+Invalid citations are split in two: ``out_of_context`` names a retrieved chunk the model was not
+shown (by its id, or by a declared label whose text never reached the prompt), ``unknown`` names
+nothing retrieved. The two have different fixes (the context budget vs. the model).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Set
+from dataclasses import dataclass
+from typing import Any
+
+from . import figures, names
+from .assembly import ContextRecord
+from .citations import CitationPattern, CitationResult, parse_citations
+from .guard import warn_once
+
+_GAPS = frozenset({names.DROP_NOT_FOUND, names.DROP_OUTSIDE_SOURCES})
+
+
+@dataclass(frozen=True, slots=True)
+class Scored:
+    answer: figures.Answer
+    citations: CitationResult | None  # None: not parsed (unreadable output, failing pattern)
+
+
+def checked_pattern(pattern: Any) -> CitationPattern | None:
+    """A citation pattern as given, checked at the call site: a regex that does not compile or a
+    value of the wrong type is a misconfiguration and raises here, not at every answer."""
+    if pattern is None or isinstance(pattern, re.Pattern) or callable(pattern):
+        return pattern
+    if isinstance(pattern, str):
+        try:
+            re.compile(pattern)
+        except re.error as error:
+            raise ValueError(f"citation_pattern {pattern!r} is not a valid regular expression: {error}") from None
+        return pattern
+    raise TypeError(f"citation_pattern must be a regex (str or compiled) or a callable, got {type(pattern).__name__}")
+
+
+class _PatternFailed(Exception):
+    """The user's citation-pattern callable raised (carried out of the parser, then reported)."""
+
+
+def _guarded(pattern: Callable[[str], Iterable[str]]) -> Callable[[str], list[Any]]:
+    def keys(text: str) -> list[Any]:
+        try:
+            return list(pattern(text))
+        except Exception as error:  # noqa: BLE001 - the user's code: reported as theirs
+            raise _PatternFailed(type(error).__name__) from error
+
+    return keys
+
+
+def score(
+    text: str | None, context: ContextRecord | None, retrieved: Set[str], pattern: CitationPattern | None
+) -> Scored:
+    """The answer for the figures. ``text`` None means an output was recorded but not readable."""
+    placements = context.placements if context is not None else None
+    if text is None:
+        return Scored(figures.Answer(placements, unmeasured=figures.STATUS_ANSWER_UNREADABLE), None)
+    user_callable = callable(pattern) and not isinstance(pattern, re.Pattern)
+    try:
+        citations = parse_citations(
+            text, context.label_map() if context is not None else {}, pattern=_guarded(pattern) if user_callable else pattern  # type: ignore[arg-type]
+        )
+    except _PatternFailed as failure:
+        warn_once(
+            f"citation-pattern:{id(pattern)}",
+            "your citation_pattern callable %s raised %s; this answer's citations are not scored (further errors from it are not logged)",
+            getattr(pattern, "__qualname__", type(pattern).__name__),
+            failure.args[0],
+        )
+        return Scored(figures.Answer(placements, unmeasured=figures.STATUS_CITATION_PATTERN_FAILED), None)
+    if citations.invalid_labels and context is not None and any(d.reason in _GAPS for d in context.dropped):
+        return Scored(figures.Answer(placements, citations.cited_ids, unmeasured=figures.STATUS_CITATIONS_UNRESOLVED), citations)
+    outside = _outside_keys(context, retrieved) if citations.invalid_labels else {}
+    out_of_context = sum(1 for label in citations.invalid_labels if _fold(label) in outside)
+    return Scored(figures.Answer(placements, citations.cited_ids, citations.invalid_count, out_of_context), citations)
+
+
+def _outside_keys(context: ContextRecord | None, retrieved: Set[str]) -> set[str]:
+    """Folded keys that name a retrieved (or declared) chunk the context does not hold."""
+    placed = {p.chunk_id for p in context.placements} if context is not None else set()
+    keys = {_fold(chunk_id) for chunk_id in retrieved if chunk_id not in placed}
+    if context is not None:
+        keys.update(_fold(label) for label, chunk_id in context.unshown.items() if chunk_id not in placed)
+    return keys
+
+
+def _fold(key: str) -> str:
+    return " ".join(key.split()).casefold()

@@ -1,0 +1,201 @@
+"""The LLM calls of a LlamaIndex query: a generate span per call and, for the response
+synthesizer's calls, an assemble span for the prompt each one is sent.
+
+Placements are declared when a call's context text is exactly a run of the synthesizer's node
+renderings joined as it joins them (``_packing.exact_run``), else the nodes are located in the
+prompt. A refine call rewrites the answer with the next packed chunk: it is scored against every
+context of the chain and supersedes the answer before it, so only the final answer is scored.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry import trace
+
+from .. import names, state as state_module
+from ..assemble_stage import Assemble
+from ..assembly import ContextRecord
+from ..generation import Generate
+from ._common import Attached, inside_generation
+from ._packing import exact_run, merged
+
+PREDICT_METHODS = frozenset({"predict", "apredict", "stream", "astream"})  # format a template, then call the model
+LLM_METHODS = PREDICT_METHODS | {
+    "complete", "acomplete", "stream_complete", "astream_complete", "chat", "achat", "stream_chat", "astream_chat",
+}
+
+
+@dataclass(eq=False)
+class Synthesis:
+    """One response synthesis: its nodes, their renderings, how many are placed so far, the
+    contexts of its calls and the answer the next refine call supersedes."""
+
+    nodes: list[Any]
+    texts: list[str] | None = None
+    cursor: int = 0
+    contexts: list[ContextRecord] = field(default_factory=list)
+    answer: Any = None  # the figures' record of the latest answer (``state.answers`` entry)
+
+
+@dataclass(eq=False)
+class Call:
+    """One LLM call: its generate span, the assembly of its prompt, its dispatcher span ids."""
+
+    generate: Generate
+    attached: Attached
+    synthesis: Synthesis | None = None
+    assemble: Assemble | None = None
+    located: list[Any] | None = None  # nodes to locate in the prompt (packing changed their text)
+    span_ids: list[str] = field(default_factory=list)
+    prompted: bool = False
+    streaming: bool = False
+    last_response: Any = None
+
+
+class LlmCalls:
+    """The open LLM calls, by the dispatcher span id of each of their LLM methods."""
+
+    def __init__(self, provider: trace.TracerProvider | None) -> None:
+        self.provider = provider
+        self.lock = threading.Lock()
+        self.calls: dict[str, Call] = {}
+
+    def enter(self, id_: str, args: dict[str, Any], instance: Any, method: str, parent: str | None, region: str | None, synthesis: Synthesis | None) -> None:
+        """An LLM method starts: part of a call already open (chat -> complete), or a new call."""
+        with self.lock:
+            outer = self.calls.get(parent) if parent is not None else None
+            if outer is not None:  # chat -> complete, predict -> chat ...: one call
+                outer.span_ids.append(id_)
+                self.calls[id_] = outer
+                return
+        if inside_generation():
+            return
+        role, assemble, located = names.ROLE_ANSWER, None, None
+        if region == "synthesis" and synthesis is not None and method in PREDICT_METHODS:
+            prompt_args = args.get("prompt_args") or {}
+            role = names.ROLE_REFINE if "context_msg" in prompt_args else names.ROLE_ANSWER
+            assemble, located = self._assemble(synthesis, prompt_args.get("context_str", prompt_args.get("context_msg")))
+        else:
+            synthesis = None
+            role = names.ROLE_GRADER if region == "rerank" else names.ROLE_REWRITE if region is not None else names.ROLE_ANSWER
+        generate = Generate(_model(instance), _provider(instance), role=role, temperature=_number(getattr(instance, "temperature", None)), tracer_provider=self.provider)
+        generate.open()
+        call = Call(generate, Attached(generate), synthesis, assemble, located, [id_])
+        with self.lock:
+            self.calls[id_] = call
+
+    def _assemble(self, synthesis: Synthesis, context: Any) -> tuple[Assemble, list[Any] | None]:
+        """An assemble span for one call's context: nodes declared when the context is exactly a run
+        of their renderings, else the nodes to locate once the prompt is known."""
+        assemble = Assemble(tracer_provider=self.provider)
+        assemble.open()
+        run = exact_run(synthesis.texts, synthesis.cursor, context) if synthesis.texts is not None and isinstance(context, str) else None
+        if run is None:
+            return assemble, synthesis.nodes
+        start, end, stripped = run
+        for node, text in zip(synthesis.nodes[start:end], stripped):
+            if text:
+                assemble.place(node, text)
+        synthesis.cursor = end
+        return assemble, None
+
+    def _prompted(self, call: Call, prompt: Any) -> None:
+        """The call's final prompt: it closes the call's assembly (declared or located)."""
+        if call.prompted:
+            return
+        call.prompted = True
+        call.generate.set_prompt(prompt)
+        self._close_assembly(call, prompt)
+
+    def _close_assembly(self, call: Call, prompt: Any) -> None:
+        assemble, call.assemble = call.assemble, None
+        if assemble is None:
+            return
+        if prompt is not None:
+            if call.located is not None:
+                assemble.observe(call.located, prompt)
+            else:
+                assemble.set_prompt(prompt)
+        assemble.close()
+        if call.synthesis is not None:
+            call.synthesis.contexts.append(assemble.snapshot())
+
+    def exit(self, id_: str, result: Any, error: BaseException | None) -> None:
+        """An LLM method ends; the call ends with its outermost one (a stream: with its End event)."""
+        with self.lock:
+            call = self.calls.get(id_)
+        if call is None or id_ != call.span_ids[0]:
+            return
+        call.attached.detach()
+        if error is None and (hasattr(result, "__next__") or hasattr(result, "__anext__")):
+            call.streaming = True  # the End event ends it
+            return
+        self.end_call(call, error)
+
+    def end_call(self, call: Call, error: BaseException | None = None) -> None:
+        with self.lock:
+            for span_id in call.span_ids:
+                self.calls.pop(span_id, None)
+        self._close_assembly(call, None)
+        generate, synthesis = call.generate, call.synthesis
+        if call.last_response is not None:
+            generate.record(call.last_response)
+        if synthesis is None or generate.role not in names.ANSWER_ROLES:
+            generate.close(error)
+            return
+        if generate.role == names.ROLE_REFINE and synthesis.contexts:
+            generate.context = merged(synthesis.contexts)  # the answer it rewrites came from all of them
+        state = generate.state
+        answers = len(state.answers) if state is not None else 0
+        generate.close(error)
+        if state is None or len(state.answers) == answers:
+            return
+        if generate.role == names.ROLE_REFINE and synthesis.answer in state.answers:
+            state.answers.remove(synthesis.answer)  # superseded: only the final answer is scored
+        synthesis.answer = state.answers[-1]
+
+    # -- events ----------------------------------------------------------------------------------
+    def event(self, event: Any) -> None:
+        """LLM events: the formatted prompt at the start, the response at the end."""
+        with self.lock:
+            call = self.calls.get(event.span_id) if event.span_id else None
+        if call is None:
+            return
+        kind = type(event).__name__
+        if kind in ("LLMCompletionStartEvent", "LLMChatStartEvent"):
+            self._prompted(call, event.prompt if kind == "LLMCompletionStartEvent" else event.messages)
+        elif kind in ("LLMCompletionInProgressEvent", "LLMChatInProgressEvent"):
+            call.last_response = event.response  # recorded at the end, or when the stream is left
+        elif kind in ("LLMCompletionEndEvent", "LLMChatEndEvent"):
+            call.last_response = None
+            call.generate.record(event.response)
+            if call.streaming:
+                self.end_call(call)
+
+    def end_leftovers(self, state: state_module.PipelineState | None) -> None:
+        """Close the calls of a pipeline whose stream was abandoned (they end with its root)."""
+        with self.lock:
+            left = {id(c): c for c in self.calls.values() if c.generate.state is state}
+        for call in left.values():
+            self.end_call(call)
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _model(llm: Any) -> str | None:
+    """The model's own name when the integration gives one, else the LLM class (MockLLM...)."""
+    for name in (getattr(llm, "model", None), getattr(getattr(llm, "metadata", None), "model_name", None)):
+        if isinstance(name, str) and name and name != "unknown":
+            return name
+    return type(llm).__name__
+
+
+def _provider(llm: Any) -> str | None:
+    """``llama_index.llms.openai`` -> ``openai``; core's own LLMs (MockLLM) have no provider."""
+    parts = type(llm).__module__.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == ["llama_index", "llms"] else None

@@ -1,0 +1,49 @@
+"""Which nodes a framework's packed context holds: pure functions over texts and records.
+
+LlamaIndex's synthesizers render each node (``get_content(MetadataMode.LLM)``), strip the texts,
+drop empty ones and join them with a separator before splitting to fit the context window. When
+no split cut a node, a packed context is exactly a run of renderings joined: each node's text is
+then known, not searched for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from .. import names
+from ..assembly import ContextRecord
+
+SEPARATORS = ("\n\n", "\n")  # CompactAndRefine, Refine, TreeSummarize repack with "\n\n"; SimpleSummarize joins with "\n"
+
+
+def exact_run(texts: list[str] | None, start: int, context: str) -> tuple[int, int, list[str]] | None:
+    """The nodes ``start:end`` whose stripped renderings, joined as the synthesizer joins them,
+    are exactly ``context`` (empty renderings are dropped by the packing, so they are skipped)."""
+    if texts is None:
+        return None
+    for separator in SEPARATORS:
+        joined, parts = "", []
+        for end in range(start, len(texts)):
+            text = texts[end].strip()
+            parts.append(text)
+            if not text:
+                continue
+            joined = joined + separator + text if joined else text
+            if joined == context:
+                return start, end + 1, parts
+            if not context.startswith(joined):
+                break
+    return None
+
+
+def merged(contexts: list[ContextRecord]) -> ContextRecord:
+    """The contexts of a refine chain as one: every chunk once, numbered in the order shown."""
+    seen: dict[str, Any] = {}
+    for record in contexts:
+        for placement in record.placements:
+            seen.setdefault(placement.chunk_id, placement)
+    placements = [replace(p, position=n) for n, p in enumerate(seen.values(), start=1)]
+    methods = {record.method for record in contexts}
+    method = names.INCLUSION_LOCATED if names.INCLUSION_LOCATED in methods else contexts[-1].method
+    return replace(contexts[-1], placements=placements, method=method)

@@ -1,0 +1,322 @@
+"""LlamaIndex (llama-index-core 0.14): a span handler and an event handler on the root
+instrumentation dispatcher translate a query into ragtrace's stage handles.
+
+- the outermost ``query``/``aquery`` of a query engine is the pipeline root when no
+  ``rag_pipeline`` surrounds it;
+- a retriever's ``retrieve`` is a retrieve span (ids, scores and ranks from its ``NodeWithScore``
+  list), a query embedding inside it an embed span, a node postprocessor a rerank span;
+- each LLM call of the response synthesizer gets an assemble span for the prompt it is sent and a
+  generate span. Placements are *declared* when the call's context text is exactly the
+  synthesizer's renderings of a run of nodes joined by its separator (each node's
+  ``get_content(MetadataMode.LLM)``, stripped, as ``PromptHelper.repack`` leaves it); when the
+  packing cut or merged node text (a context window too small for the nodes), the nodes are
+  *located* in the prompt instead, and the record says so;
+- the QA call's role is ``answer``, a refine call's ``refine``: it rewrites the answer with the next
+  packed chunk and supersedes it, so only the final answer is scored (``_llama_index_llm``). LLM
+  calls in a postprocessor are ``grader``, elsewhere in a query engine ``rewrite`` (query
+  transforms): traced, left out of the figures.
+
+``streaming=True``: the query returns before the model is called. The ``StreamingResponse`` goes
+back to the app unread; its ``response_gen`` is replaced by a generator that passes every token
+through while the pipeline's context is active, and the root ends when the stream does.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry import trace
+
+from .. import state as state_module
+from ..guard import guard
+from ..pipeline import RagPipeline
+from ..retrieval import Embed, Rerank, Retrieve
+from ..stage import Stage
+from ._common import Attached
+from ._llama_index_llm import LLM_METHODS, LlmCalls, Synthesis
+from .base import RagtraceInstrumentor
+
+_ENGINE_METHODS = frozenset({"query", "aquery"})
+_RETRIEVE_METHODS = frozenset({"retrieve", "aretrieve"})
+_RERANK_METHODS = frozenset({"_postprocess_nodes", "_apostprocess_nodes"})
+_SYNTHESIZE_METHODS = frozenset({"synthesize", "asynthesize"})
+_GET_RESPONSE_METHODS = frozenset({"get_response", "aget_response"})
+_EMBED_METHODS = frozenset({"get_query_embedding", "aget_query_embedding"})
+
+
+@dataclass(eq=False)
+class _Region:
+    """What the LlamaIndex call in progress belongs to (the innermost stage-level component)."""
+
+    kind: str  # "engine", "retrieve", "rerank", "synthesis"
+    synthesis: Synthesis | None = None
+
+
+@dataclass(eq=False)
+class _Opened:
+    """What ``enter`` started for one dispatcher span."""
+
+    stage: Stage | None  # None for a synthesis, which is only a region
+    region: _Region | None
+    token: Any = None
+    candidates: Any = None  # a postprocessor's input nodes
+    attached: Attached | None = None
+
+
+_region: ContextVar[_Region | None] = ContextVar("ragtrace_llama_index_region", default=None)
+
+
+class LlamaIndexInstrumentor(RagtraceInstrumentor):
+    """``ragtrace.instrument("llama_index")``, or ``LlamaIndexInstrumentor().instrument(tracer_provider=...)``."""
+
+    library_name = "llama_index"
+    _handlers: tuple[Any, Any] | None = None
+
+    def _instrument(self, **kwargs: Any) -> None:
+        from llama_index.core.instrumentation import get_dispatcher
+
+        tracker = _Tracker(self.tracer_provider(kwargs))
+        self._handlers = _handlers(tracker)
+        root = get_dispatcher()
+        root.add_span_handler(self._handlers[0])
+        root.add_event_handler(self._handlers[1])
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        from llama_index.core.instrumentation import get_dispatcher
+
+        if self._handlers is None:
+            return
+        root = get_dispatcher()
+        span_handler, event_handler = self._handlers
+        root.span_handlers[:] = [h for h in root.span_handlers if h is not span_handler]
+        root.event_handlers[:] = [h for h in root.event_handlers if h is not event_handler]
+        self._handlers = None
+
+
+class _Tracker:
+    """Turns dispatcher spans into stage handles (each entry point is guarded by the handlers)."""
+
+    def __init__(self, provider: trace.TracerProvider | None) -> None:
+        from llama_index.core.base.base_query_engine import BaseQueryEngine
+        from llama_index.core.base.base_retriever import BaseRetriever
+        from llama_index.core.base.embeddings.base import BaseEmbedding
+        from llama_index.core.base.llms.base import BaseLLM
+        from llama_index.core.base.response.schema import StreamingResponse
+        from llama_index.core.postprocessor.types import BaseNodePostprocessor
+        from llama_index.core.response_synthesizers.base import BaseSynthesizer
+
+        self.provider = provider
+        self.kinds = (
+            (BaseQueryEngine, _ENGINE_METHODS, self._enter_engine),
+            (BaseRetriever, _RETRIEVE_METHODS, self._enter_retrieve),
+            (BaseEmbedding, _EMBED_METHODS, self._enter_embed),
+            (BaseNodePostprocessor, _RERANK_METHODS, self._enter_rerank),
+            (BaseSynthesizer, _SYNTHESIZE_METHODS, self._enter_synthesis),
+            (BaseSynthesizer, _GET_RESPONSE_METHODS, self._enter_get_response),
+            (BaseLLM, LLM_METHODS, self._enter_llm),
+        )
+        self.streaming_response = StreamingResponse
+        self.lock = threading.Lock()
+        self.open: dict[str, _Opened] = {}  # dispatcher span id -> what enter started
+        self.llm = LlmCalls(provider)
+
+    # -- dispatcher spans ------------------------------------------------------------------------
+    def enter(self, id_: str, bound_args: Any, instance: Any, parent_id: str | None) -> None:
+        method = id_.partition("-")[0].rpartition(".")[2]
+        for cls, methods, handler in self.kinds:
+            if method in methods and isinstance(instance, cls):
+                handler(id_, bound_args.arguments, instance, method, parent_id)
+                return
+
+    def exit(self, id_: str, result: Any, error: BaseException | None) -> Any:
+        """Finish what ``enter`` started for this span; returns the result to hand back."""
+        self.llm.exit(id_, result, error)
+        with self.lock:
+            opened = self.open.pop(id_, None)
+        if opened is None:
+            return result
+        if opened.token is not None:
+            with guard("llama_index context"):  # fails when an async span ends in another context
+                _region.reset(opened.token)
+        stage = opened.stage
+        if stage is None:  # a region only; a streamed answer is produced later, in its synthesis
+            if error is None and opened.region is not None and opened.region.kind == "synthesis":
+                return self._passing(result, None, opened.region)
+            return result
+        if opened.attached is not None:
+            opened.attached.detach()
+        if error is None:
+            if isinstance(stage, Rerank):
+                stage.record(result, candidates=opened.candidates)
+            elif isinstance(stage, (Retrieve, Embed)):
+                stage.record(result)
+            elif isinstance(stage, RagPipeline):
+                return self._passing(result, stage, None)
+        if isinstance(stage, RagPipeline):
+            self.llm.end_leftovers(stage.state)
+        stage.close(error)
+        return result
+
+    def _open(self, id_: str, stage: Stage | None, region: _Region | None, candidates: Any = None) -> None:
+        attached = None
+        if stage is not None:
+            stage.open()
+            attached = Attached(stage, stage.state if isinstance(stage, RagPipeline) else None)
+        token = _region.set(region) if region is not None else None
+        with self.lock:
+            self.open[id_] = _Opened(stage, region, token, candidates, attached)
+
+    def _enter_engine(self, id_: str, args: dict[str, Any], instance: Any, method: str, parent: str | None) -> None:
+        if state_module.current() is not None:  # inside the user's rag_pipeline, or a nested engine
+            self._open(id_, None, _Region("engine"))
+            return
+        run = RagPipeline(type(instance).__name__, query=_query_text(args.get("str_or_query_bundle")), tracer_provider=self.provider)
+        self._open(id_, run, _Region("engine"))
+
+    def _enter_retrieve(self, id_: str, args: dict[str, Any], instance: Any, method: str, parent: str | None) -> None:
+        region = _region.get()
+        if region is not None and region.kind == "retrieve":  # a retriever's sub-retrievers: the outer result counts
+            return
+        top_k = getattr(instance, "similarity_top_k", None)
+        stage = Retrieve(
+            _query_text(args.get("str_or_query_bundle")),
+            data_source=type(instance).__name__,
+            top_k=top_k if isinstance(top_k, int) else None,
+            tracer_provider=self.provider,
+        )
+        self._open(id_, stage, _Region("retrieve"))
+
+    def _enter_embed(self, id_: str, args: dict[str, Any], instance: Any, method: str, parent: str | None) -> None:
+        region = _region.get()
+        if region is None or region.kind != "retrieve":  # query embeddings of a retrieval only, not indexing
+            return
+        model = _text(getattr(instance, "model_name", None))
+        self._open(id_, Embed(model if model != "unknown" else type(instance).__name__, tracer_provider=self.provider), None)
+
+    def _enter_rerank(self, id_: str, args: dict[str, Any], instance: Any, method: str, parent: str | None) -> None:
+        top_n = getattr(instance, "top_n", None)
+        model = _text(getattr(instance, "model", None)) or type(instance).__name__
+        query = args.get("query_bundle")
+        stage = Rerank(model, top_n=top_n if isinstance(top_n, int) else None, query=_query_text(query), tracer_provider=self.provider)
+        self._open(id_, stage, _Region("rerank"), args.get("nodes"))
+
+    def _enter_synthesis(self, id_: str, args: dict[str, Any], instance: Any, method: str, parent: str | None) -> None:
+        nodes = args.get("nodes")
+        self._open(id_, None, _Region("synthesis", Synthesis(list(nodes) if isinstance(nodes, list) else [])))
+
+    def _enter_get_response(self, id_: str, args: dict[str, Any], instance: Any, method: str, parent: str | None) -> None:
+        """The first get_response of a synthesis gets one rendering per node, in node order."""
+        region = _region.get()
+        synthesis = region.synthesis if region is not None else None
+        texts = args.get("text_chunks")
+        if synthesis is not None and synthesis.texts is None and isinstance(texts, list):
+            if len(texts) == len(synthesis.nodes) and all(isinstance(t, str) for t in texts):
+                synthesis.texts = list(texts)
+
+    def _enter_llm(self, id_: str, args: dict[str, Any], instance: Any, method: str, parent: str | None) -> None:
+        region = _region.get()
+        kind, synthesis = (region.kind, region.synthesis) if region is not None else (None, None)
+        self.llm.enter(id_, args, instance, method, parent, kind, synthesis)
+
+    # -- streams ---------------------------------------------------------------------------------
+    def _passing(self, result: Any, root: RagPipeline | None, region: _Region | None) -> Any:
+        """A StreamingResponse whose tokens pass through with the pipeline's context active (the
+        model is called while the app reads them); the root ends with the stream."""
+        if not isinstance(result, self.streaming_response) or not hasattr(result.response_gen, "__next__"):
+            if root is not None:
+                self.llm.end_leftovers(root.state)
+                root.close()
+            return result
+        result.response_gen = _passing(result.response_gen, root, region, self)
+        return result
+
+    def end_leftovers(self, state: state_module.PipelineState | None) -> None:
+        """Close LLM calls of a pipeline whose stream was abandoned (they end with the root)."""
+        with self.lock:
+            left = {id(c): c for c in self.calls.values() if c.generate.state is state}
+        for call in left.values():
+            self._end_call(call)
+
+
+def _passing(tokens: Iterator[Any], root: RagPipeline | None, region: _Region | None, tracker: _Tracker) -> Iterator[Any]:
+    try:
+        while True:
+            if root is not None:
+                with guard("llama_index stream"):
+                    root.attach()
+            token = _region.set(region) if region is not None else None
+            try:
+                item = next(tokens)
+            except StopIteration:
+                return
+            finally:
+                if token is not None:
+                    _region.reset(token)
+                if root is not None:
+                    with guard("llama_index stream"):
+                        root.detach()
+            yield item
+    finally:
+        if root is not None:
+            with guard("llama_index stream"):
+                tracker.llm.end_leftovers(root.state)
+                root.close()
+
+
+def _query_text(query: Any) -> str | None:
+    if isinstance(query, str):
+        return query
+    text = getattr(query, "query_str", None)
+    return text if isinstance(text, str) else None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _handlers(tracker: _Tracker) -> tuple[Any, Any]:
+    """The span and event handler (pydantic models of llama-index-core) feeding ``tracker``."""
+    from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+    from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
+    from pydantic import PrivateAttr
+
+    class RagtraceSpanHandler(BaseSpanHandler[Any]):  # type: ignore[misc,valid-type]
+        _tracker: _Tracker = PrivateAttr()
+
+        @classmethod
+        def class_name(cls) -> str:
+            return "RagtraceSpanHandler"
+
+        def new_span(self, id_: str, bound_args: Any, instance: Any = None, parent_span_id: str | None = None, tags: Any = None, **kwargs: Any) -> None:
+            with guard("llama_index instrumentation"):
+                self._tracker.enter(id_, bound_args, instance, parent_span_id)
+            return None  # no span of our own for the dispatcher to keep
+
+        def prepare_to_exit_span(self, id_: str, bound_args: Any, instance: Any = None, result: Any = None, **kwargs: Any) -> None:
+            with guard("llama_index instrumentation"):
+                self._tracker.exit(id_, result, None)
+            return None
+
+        def prepare_to_drop_span(self, id_: str, bound_args: Any, instance: Any = None, err: BaseException | None = None, **kwargs: Any) -> None:
+            with guard("llama_index instrumentation"):
+                self._tracker.exit(id_, None, err)
+            return None
+
+    class RagtraceEventHandler(BaseEventHandler):  # type: ignore[misc]
+        _tracker: _Tracker = PrivateAttr()
+
+        @classmethod
+        def class_name(cls) -> str:
+            return "RagtraceEventHandler"
+
+        def handle(self, event: Any, **kwargs: Any) -> None:
+            with guard("llama_index instrumentation"):
+                self._tracker.llm.event(event)
+
+    spans, events = RagtraceSpanHandler(), RagtraceEventHandler()
+    spans._tracker = events._tracker = tracker
+    return spans, events
