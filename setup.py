@@ -1,63 +1,55 @@
-"""Packaging beyond pyproject.toml: the optional compiled build of the report path (ragtrace/cli/compiled.py).
+"""Packaging beyond pyproject.toml: the opt-in compiled build of the report path (ragtrace/cli/compiled.py).
 
-Compiling is an optimisation: when it fails (no C compiler, a Cython error, no Cython with
-``--no-build-isolation``), or with ``RAGTRACE_NO_EXTENSIONS=1``, the build installs the pure-Python
-modules alone. ``RAGTRACE_STRICT_EXTENSIONS=1`` (what ``make`` sets) makes a failure an error
-instead, so a developer never tests stale or missing extensions unknowingly.
+By default nothing is compiled and the wheel is pure Python. With ``RAGTRACE_COMPILE=1`` (set by
+``tools/build_backend.py`` for ``-C compile=true``, and by ``make compiled``) Cython compiles the
+report modules; a failure then is an error, never a silent pure-Python build.
+
+setuptools and Cython write into a fresh temporary directory, removed at exit, so an install from
+a checkout leaves nothing there (no ``build/``, ``*.egg-info`` or ``.c`` files) for a later build
+to ship. ``RAGTRACE_BUILD_DIR`` names a lasting one instead: ``make compiled`` keeps ``build/`` so
+that only changed modules are compiled again.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import runpy
-import sys
+import shutil
+import tempfile
 
 from setuptools import setup
-from setuptools.command.build_ext import build_ext
 
 # The report path's modules, listed once in ragtrace/cli/compiled.py (read without importing ragtrace).
 MODULES = runpy.run_path("ragtrace/cli/compiled.py")["MODULES"]
-STRICT = bool(os.environ.get("RAGTRACE_STRICT_EXTENSIONS"))
 
 
-def _not_compiling(what: str, error: BaseException | str) -> None:
-    if STRICT:
-        raise SystemExit(f"ragtrace: compiling {what} failed: {error}")
-    print(f"ragtrace: not compiling {what} ({error}); the pure-Python modules are used", file=sys.stderr)
+def _build_dir() -> str:
+    lasting = os.environ.get("RAGTRACE_BUILD_DIR")
+    if lasting:
+        return lasting
+    scratch = tempfile.mkdtemp(prefix="ragtrace-build-")
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+    return scratch
 
 
-class _OptionalBuildExt(build_ext):
-    """Compiling is an optimisation: a failure leaves the pure-Python modules in charge."""
-
-    def run(self) -> None:
-        try:
-            super().run()
-        except Exception as error:  # noqa: BLE001 - no compiler, no headers...: stay pure Python
-            _not_compiling("the report path", error)
-
-    def build_extension(self, ext) -> None:  # type: ignore[no-untyped-def]
-        try:
-            super().build_extension(ext)
-        except Exception as error:  # noqa: BLE001
-            _not_compiling(ext.name, error)
-
-
-def _extensions() -> list:
-    if os.environ.get("RAGTRACE_NO_EXTENSIONS"):
+def _extensions(build_dir: str) -> list:
+    if os.environ.get("RAGTRACE_COMPILE", "").strip().lower() not in {"1", "true", "yes", "on"}:
         return []
-    try:
-        from Cython.Build import cythonize
+    from Cython.Build import cythonize
 
-        # annotation_typing=False: annotations stay hints, as in CPython (no C types, no extra
-        # checks), so the compiled modules behave exactly like the source.
-        return cythonize(
-            [name.replace(".", "/") + ".py" for name in MODULES],
-            compiler_directives={"language_level": 3, "annotation_typing": False},
-            quiet=True,
-        )
-    except Exception as error:  # noqa: BLE001 - no Cython, or it can't translate a module
-        _not_compiling("the report path", error)
-        return []
+    # annotation_typing=False: annotations stay hints, as in CPython (no C types, no extra checks),
+    # so the compiled modules behave exactly like the source.
+    return cythonize(
+        [name.replace(".", "/") + ".py" for name in MODULES],
+        compiler_directives={"language_level": 3, "annotation_typing": False},
+        build_dir=os.path.join(build_dir, "cython"),
+        quiet=True,
+    )
 
 
-setup(ext_modules=_extensions(), cmdclass={"build_ext": _OptionalBuildExt})
+BUILD_DIR = _build_dir()
+setup(
+    ext_modules=_extensions(BUILD_DIR),
+    options={"build": {"build_base": BUILD_DIR}, "egg_info": {"egg_base": BUILD_DIR}},
+)

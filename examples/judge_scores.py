@@ -9,8 +9,6 @@ joins the two by trace id: recall proxy against groundedness, the four-quadrant 
     python examples/judge_scores.py [OUT]      # default: out/judge
 """
 
-from __future__ import annotations
-
 import json
 import re
 import subprocess
@@ -92,7 +90,8 @@ def main() -> int:
     run_pipelines(out)
     if code := subprocess.call([sys.executable, __file__, "--judge", str(out / "to-judge.jsonl"), str(out)]):
         return code
-    print("$ ragtrace " + " ".join(command := ["report", str(out / "runs.jsonl"), str(out / "scores.jsonl"), "--score-threshold", "groundedness=0.7", "--plain", "--rows", "0"]), flush=True)
+    command = ["report", str(out / "runs.jsonl"), str(out / "scores.jsonl"), "--score-threshold", "groundedness=0.7", "--plain", "--rows", "0"]
+    print("$ ragtrace " + " ".join(command), flush=True)
     return subprocess.call([sys.executable, "-m", "ragtrace", *command])
 
 

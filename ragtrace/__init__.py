@@ -77,12 +77,18 @@ def rag_pipeline(
     tracer_provider: _Provider | None = None,
     capture_content: str | None = None,
     redactor: Redactor | None = None,
+    session_id: str | None = None,
+    user_id: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    tags: Sequence[str] | None = None,
     **attributes: Any,
 ) -> RagPipeline:
     """The root span ``invoke_workflow {name}``; a context manager (sync or async) or a decorator.
 
-    Yields a run whose ``.metrics`` holds the per-trace figures after exit. Extra keyword
-    arguments (``version=``, ``route=``...) become ``rag.pipeline.<key>`` attributes.
+    Yields a run whose ``.metrics`` holds the per-trace figures after exit. ``session_id``,
+    ``user_id`` and ``tags`` become OpenInference's ``session.id``, ``user.id`` and ``tag.tags`` in
+    every content mode; ``metadata`` (``metadata``, JSON) is content, exported in full mode only.
+    Extra keyword arguments (``version=``, ``route=``...) become ``rag.pipeline.<key>`` attributes.
     """
     return RagPipeline(
         name,
@@ -91,6 +97,10 @@ def rag_pipeline(
         tracer_provider=tracer_provider,
         capture_content=capture_content,
         redactor=redactor,
+        session_id=session_id,
+        user_id=user_id,
+        metadata=metadata,
+        tags=tags,
         **attributes,
     )
 

@@ -354,3 +354,65 @@ def test_an_iterable_that_fails_midway_keeps_what_it_gave(caplog):
     assert [c.id for c in again.chunks] == ["a", "b"] and again.unreadable == 1
     warnings = [r.getMessage() for r in caplog.records]
     assert warnings == ["ragtrace: a result iterable raised ConnectionError midway; kept the items read before it"]  # once
+
+
+# --- the user's callbacks fail per item -----------------------------------------------------------
+def test_a_raising_id_of_makes_that_item_unreadable_and_leaves_the_rest_right(spans, caplog):
+    import logging
+
+    import ragtrace
+
+    def doc_id(doc):
+        if doc["key"] == "bad":
+            raise KeyError("no id")  # the user's bug, on one item
+        return doc["key"]
+
+    first = [{"key": "a", "text": "alpha"}, {"key": "b", "text": "beta"}]
+    second = [{"key": "c", "text": "gamma"}, {"key": "bad", "text": "delta"}, {"key": "e", "text": "epsilon"}]
+    with caplog.at_level(logging.WARNING, logger="ragtrace"):
+        with ragtrace.rag_pipeline("callbacks") as run:
+            for results in (first, second):
+                with ragtrace.retrieve("q", id_of=doc_id, content_of=lambda d: d["text"]) as r:
+                    r.record(results)
+            with ragtrace.assemble(id_of=doc_id, content_of=lambda d: d["text"]) as ctx:
+                for doc in first + second:
+                    ctx.add(doc)
+                ctx.render()
+            with ragtrace.generate(model="m") as g:
+                g.record("[1]")
+    assert run.metrics["retrieved"] == 4  # 2 + 3, less the one item the callback could not read
+    assert run.metrics["recall_proxy"] == 0.25
+    assert run.metrics["in_context"] == 4
+    retrieve = spans.by_stage("retrieve")[1].attributes
+    assert list(retrieve["rag.retrieval.chunk_ids"]) == ["c", "e"] and retrieve["rag.unreadable_items"] == 1
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("your id_of callback" in m and "doc_id" in m and "KeyError" in m for m in messages), messages
+    assert not any("internal error" in m for m in messages)
+    assert sum("doc_id" in m for m in messages) == 1  # once per callable
+
+
+@pytest.mark.parametrize("role", ["content_of", "score_of"])
+def test_a_raising_content_of_or_score_of_is_per_item_too(role):
+    def failing(hit):
+        if hit.key == "x":
+            raise ValueError("boom")
+        return hit.body if role == "content_of" else hit.relevance
+
+    accessors = Accessors(**{role: failing})
+    assert to_chunk(Hit("x", "text", 0.5), 1, accessors) is None
+    assert to_chunk(Hit("y", "text", 0.5), 1, accessors) is not None
+
+
+def test_callbacks_receive_the_document_of_a_node_with_score_and_its_score_is_kept():
+    class NodeWithScore:  # LlamaIndex's shape: the node and its score
+        def __init__(self, node, score):
+            self.node, self.score = node, score
+
+    class Node:
+        def __init__(self, key, text):
+            self.key, self.text = key, text
+
+    seen = []
+    chunk = to_chunk(NodeWithScore(Node("n1", "alpha"), 0.7), 1, Accessors(id_of=lambda doc: seen.append(doc) or doc.key))
+    assert isinstance(seen[0], Node)  # the document, as for a (doc, score) pair
+    assert (chunk.id, chunk.content, chunk.score) == ("n1", "alpha", 0.7)

@@ -331,3 +331,13 @@ def test_place_returns_false_for_a_repeat_and_for_a_non_string(spans):
     record = ctx.snapshot()
     assert [p.chunk_id for p in record.placements] == ["yes"]
     assert record.label_map()["2"] == "yes"  # the second rendering's label still names the chunk
+
+
+def test_add_takes_a_list_of_chunks(spans):
+    """Issue 16 item 14: ``ctx.add([c1, c2])`` placed nothing and said nothing."""
+    with ragtrace.assemble() as ctx:
+        assert ctx.add([INVITES, YES]) is True
+        assert ctx.add([YES]) is False  # a duplicate: did not land
+        prompt = ctx.render()
+    assert prompt == "[1] Invites expire after **7 days**.\n\n[2] Yes."
+    assert [p.chunk_id for p in ctx.snapshot().placements] == ["invites", "yes"]

@@ -8,15 +8,15 @@ from typing import Any, Union
 
 
 from . import names, otel_metrics, state as state_module
-from .assembly import DEFAULT_CHUNK_FORMAT, ContextBuilder, ContextRecord, Drop, Labeller, Prompt, fill, fill_prompt
+from .assembly import DEFAULT_CHUNK_FORMAT, ContextBuilder, ContextRecord, Drop, Labeller, Prompt, default_template, fill, fill_prompt
 from .locate import locate
 from .chunks import Accessors, Chunk, NO_ACCESSORS, normalize, to_chunk
 from .declared import Declared, leading_label, resolve
 from .guard import call_guarded, guard, warn_once
 from .messages import as_prompt
 from .tokens import Tokenizer
-from .spans import gate_messages
-from .stage import Stage, int_or_none, prompt_json
+from .spans import gate_messages, gated_json_object
+from .stage import Stage, content_limit, int_or_none, prompt_json
 
 
 # How ``place_all`` renders each chunk: a format string over ``{position}``, ``{label}``, ``{id}``
@@ -57,6 +57,7 @@ class Assemble(Stage):
             **builder_options,
         )
         self.record_: ContextRecord | None = None
+        self._template: tuple[Any, Mapping[str, Any]] | None = None  # the last render's, for the span
         self._located: ContextRecord | None = None
         self._declared: list[Declared] | None = None  # place() calls, in prompt order
         self._declared_prompt: Any = None
@@ -66,7 +67,11 @@ class Assemble(Stage):
         return names.ASSEMBLE_SPAN_NAME
 
     def add(self, chunk: Any) -> bool:
-        """Place a chunk in the context; returns False when it did not land (duplicate, budget)."""
+        """Place a chunk in the context; returns False when it did not land (duplicate, budget).
+        A list of chunks places each in order, and returns whether all of them landed."""
+        if type(chunk) is list:
+            landed = [self.add(item) for item in chunk]
+            return bool(landed) and all(landed)
         return bool(call_guarded("assembly bookkeeping", self._add, chunk, default=False))
 
     def _add(self, chunk: Any) -> bool:
@@ -140,6 +145,8 @@ class Assemble(Stage):
 
     def render(self, template: str | Sequence[Mapping[str, Any]] | None = None, **variables: Any) -> Prompt:
         """Render the prompt with ``{context}`` and ``{variables}`` filled (see ContextBuilder)."""
+        if template is not None or variables:
+            self._template = (default_template(variables) if template is None else template, variables)
         try:
             return self.builder.render(template, **variables)
         except Exception as error:  # noqa: BLE001 - a prompt must still come back
@@ -234,6 +241,19 @@ class Assemble(Stage):
                 self._oi_value(names.OI_OUTPUT_VALUE, record.prompt)
             else:  # declared JSON, so it must stay valid JSON under every length limit
                 self._oi_value(names.OI_OUTPUT_VALUE, prompt_json(self, gate_messages(record.prompt, self.config.content)), json_value=True)
+        if self.config.openinference and self._template is not None:
+            self._template_attributes(*self._template)
+
+    def _template_attributes(self, template: Any, variables: Mapping[str, Any]) -> None:
+        """``llm.prompt_template.*``: the template and its variables are content (full mode only)."""
+        if self.attrs is None:
+            return
+        if isinstance(template, str):
+            self._content(names.OI_PROMPT_TEMPLATE, template)
+        else:  # chat messages: JSON that stays valid under the length limits
+            self.attrs.set(names.OI_PROMPT_TEMPLATE, prompt_json(self, gate_messages(template, self.config.content)))
+        if variables:
+            self.attrs.set(names.OI_PROMPT_TEMPLATE_VARIABLES, gated_json_object(variables, self.config.content, content_limit(self)))
 
 
 def render_joined(

@@ -151,12 +151,17 @@ def render_messages(
     return messages, base, target
 
 
+def default_template(variables: Mapping[str, Any]) -> str:
+    """The template ``render`` uses when given none."""
+    return DEFAULT_TEMPLATE if "question" in variables else _CONTEXT
+
+
 def fill_prompt(
     template: str | Sequence[Message] | None, block: str, variables: Mapping[str, Any]
 ) -> tuple[Prompt, int, int | None]:
     """The prompt, where the context block starts, and (chat) the index of the message holding it."""
     if template is None:
-        template = DEFAULT_TEMPLATE if "question" in variables else _CONTEXT
+        template = default_template(variables)
     if isinstance(template, str):
         prompt, base = render_text(template, block, variables)
         return prompt, base, None

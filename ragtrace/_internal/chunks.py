@@ -119,7 +119,8 @@ def to_chunk(item: Any, rank: int, accessors: Accessors = NO_ACCESSORS) -> Chunk
     if isinstance(item, Chunk):
         return item
     score: Any = None
-    # (doc, score) tuples and LlamaIndex NodeWithScore(node, score)
+    # (doc, score) tuples and LlamaIndex NodeWithScore(node, score): the pair's score is kept, and
+    # the user's callbacks receive the document (the tuple's doc, the NodeWithScore's node)
     if isinstance(item, tuple) and len(item) == 2 and _is_number(item[1]):
         item, score = item
     elif type(item) is not dict and not isinstance(item, Mapping) and hasattr(item, "node") and hasattr(item, "score"):
@@ -130,10 +131,10 @@ def to_chunk(item: Any, rank: int, accessors: Accessors = NO_ACCESSORS) -> Chunk
         raw_id, raw_content = item.get("id"), item.get("content")
         if type(raw_id) is str and raw_id and type(raw_content) is str:
             return _plain_dict_chunk(item, raw_id, raw_content, rank, score)
-    raw_id = accessors.id_of(item) if accessors.id_of else _field(item, _ID_KEYS)
-    raw_content = accessors.content_of(item) if accessors.content_of else _content(item)
+    raw_id = _users(accessors.id_of, "id_of", item) if accessors.id_of else _field(item, _ID_KEYS)
+    raw_content = _users(accessors.content_of, "content_of", item) if accessors.content_of else _content(item)
     if accessors.score_of:
-        score = accessors.score_of(item)
+        score = _users(accessors.score_of, "score_of", item)
     elif score is None:
         score = _field(item, _SCORE_KEYS)
         if score is None:
@@ -142,6 +143,8 @@ def to_chunk(item: Any, rank: int, accessors: Accessors = NO_ACCESSORS) -> Chunk
     if raw_id is None and metadata is not None:
         raw_id = _field(metadata, _ID_KEYS)
 
+    if raw_id is _FAILED or raw_content is _FAILED or score is _FAILED:
+        return None  # the user's callback failed on this item: it is unreadable, the others are not
     text = _text(raw_content)
     digest = content_hash(text) if text is not None else None
     chunk_id = _text(raw_id)
@@ -159,6 +162,27 @@ def to_chunk(item: Any, rank: int, accessors: Accessors = NO_ACCESSORS) -> Chunk
         tokens=_token_count(tokens),
         content_hash=digest,
     )
+
+
+_FAILED: Any = object()
+
+
+def _users(callback: Callable[[Any], Any], role: str, item: Any) -> Any:
+    """The user's accessor on one item; ``_FAILED`` when it raised, reported once per callable as
+    the user's error (by name, with the exception type only: its message may hold content)."""
+    try:
+        return callback(item)
+    except Exception as error:  # noqa: BLE001 - the user's code fails per item, never the batch
+        name = getattr(callback, "__qualname__", type(callback).__qualname__)
+        warn_once(
+            f"callback:{role}:{id(callback)}",
+            "your %s callback %s raised %s on a %s item; that item is counted unreadable (further errors from it are not logged)",
+            role,
+            name,
+            type(error).__name__,
+            type(item).__name__,
+        )
+        return _FAILED
 
 
 def _plain_dict_chunk(item: dict[str, Any], chunk_id: str, text: str, rank: int, score: Any) -> Chunk:

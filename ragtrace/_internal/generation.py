@@ -15,8 +15,8 @@ from .assembly import ContextRecord
 from .citations import CitationPattern, CitationResult
 from .guard import call_guarded, guard, warn_once
 from .messages import as_messages
-from .outputs import langchain_output, llama_index_output
-from .spans import all_passed, gate_messages, message_text, messages_json
+from .outputs import is_streaming_response, read_output, read_piece, stream_pieces
+from .spans import all_passed, gate_messages, messages_json
 from .assemble_stage import Assemble
 from .stage import Stage, as_text, float_or_none, int_or_none, prompt_json, set_figures
 
@@ -53,6 +53,7 @@ class Generate(Stage):
         self.citations: CitationResult | None = None
         self.citation_status: str | None = None  # why the answer's citations are not scored
         self.output_unreadable = False  # an output was recorded that ragtrace could not read
+        self._pending_stream: Any = None  # a LlamaIndex StreamingResponse, read at close
         self.answer: figures_module.Answer | None = None
         self.metrics: dict[str, Any] = {}
         self._usage: dict[str, Any] = {}
@@ -90,11 +91,20 @@ class Generate(Stage):
         output_tokens: int | None = None,
         response_model: str | None = None,
     ) -> None:
-        """Record the model output: a string, an OpenAI-style completion (object or dict), or pieces."""
+        """Record the model output: a string, an OpenAI or Anthropic completion (object or dict), a
+        LangChain or LlamaIndex result, or a list of pieces. An output ragtrace can't read is
+        warned about once and leaves the answer unscored (never scored as an empty answer)."""
         with guard("generation record"):
-            text, usage = _completion(output)
+            if output is None:
+                return
+            text, usage = read_output(output)
             if text is not None:
                 self.text = text
+                self.output_unreadable = False
+            elif is_streaming_response(output):  # its text exists once the app has read the stream
+                self._pending_stream = output
+            else:
+                self._unreadable(output)
             self._usage.update({k: v for k, v in usage.items() if v is not None})
             for key, value in (("input_tokens", input_tokens), ("output_tokens", output_tokens), ("response_model", response_model)):
                 if value is not None:
@@ -121,13 +131,20 @@ class Generate(Stage):
 
     def _collect(self, piece: Any) -> None:
         with guard("generation record"):
-            text = _piece_text(piece)
+            text, usage = read_piece(piece)
             if text:
                 if self.pieces is None:
                     self.pieces = []
                 self.pieces.append(text)
-            if not isinstance(piece, str):
-                self._usage.update({k: v for k, v in _chunk_metadata(piece).items() if v is not None})
+            self._usage.update(usage)
+
+    def _unreadable(self, output: Any) -> None:
+        self.output_unreadable = self.text is None
+        warn_once(
+            f"unreadable-output:{type(output).__qualname__}",
+            "a model output of type %s could not be read as text; the answer is not scored (rag.citation.status=answer_unreadable)",
+            type(output).__qualname__,
+        )
 
     def stream_done(self, pieces: Iterable[Any]) -> None:
         """A whole stream that was already consumed and timed with ``item_arrived`` (the generator
@@ -139,7 +156,7 @@ class Generate(Stage):
     def stream(self, pieces: Iterable[Any]) -> Iterator[Any]:
         """Pass a stream through unchanged while collecting its text."""
         self._usage["stream"] = True
-        for piece in pieces:
+        for piece in stream_pieces(pieces):
             self.add_piece(piece)
             yield piece
 
@@ -152,6 +169,11 @@ class Generate(Stage):
     def on_close(self) -> None:
         if self.text is None and self.pieces is not None:
             self.text = "".join(self.pieces)
+        if self.text is None and self._pending_stream is not None:
+            self.text = read_output(self._pending_stream)[0]
+            if self.text is None:
+                warn_once("unread-stream", "a StreamingResponse was recorded but its stream was not read before the generate stage ended; pass it through generate(...).stream(response) to record it")
+                self.output_unreadable = True
         context = self._context()
         state = self.state
         if self.is_answer and (self.text is not None or self.output_unreadable):
@@ -278,64 +300,3 @@ def _prompt_messages(prompt: Any) -> list[Mapping[str, Any]] | None:
     if isinstance(prompt, Sequence) and prompt and all(isinstance(m, Mapping) for m in prompt):
         return list(prompt)
     return as_messages(prompt) or None  # LangChain/LlamaIndex message objects
-
-
-def _get(obj: Any, key: str) -> Any:
-    if isinstance(obj, Mapping):
-        return obj.get(key)
-    return getattr(obj, key, None)
-
-
-def _completion(output: Any) -> tuple[str | None, dict[str, Any]]:
-    """Text and usage from a string, a list of pieces, or an OpenAI-style chat completion."""
-    if output is None:
-        return None, {}
-    if isinstance(output, str):
-        return output, {}
-    if isinstance(output, bytes):
-        return output.decode("utf-8", "replace"), {}
-    found = langchain_output(output)
-    if found is not None:
-        return found
-    llama_index = llama_index_output(output)
-    if llama_index is not None:
-        text, raw = llama_index
-        return text, _chunk_metadata(raw) if raw is not None and _get(raw, "usage") is not None else {}
-    choices = _get(output, "choices")
-    if choices is not None:
-        first = choices[0] if isinstance(choices, Sequence) and choices else None
-        message = _get(first, "message") if first is not None else None
-        text = _get(message, "content") if message is not None else _get(first, "text")
-        text = message_text({"content": text}) if isinstance(text, list) else as_text(text)
-        return text, _chunk_metadata(output)
-    if isinstance(output, Iterable) and not isinstance(output, Mapping):
-        return "".join(_piece_text(p) or "" for p in output), {}
-    return None, {}
-
-
-def _chunk_metadata(chunk: Any) -> dict[str, Any]:
-    """Usage, model, id and finish reason carried by an OpenAI-style stream chunk (often the last)."""
-    usage = _get(chunk, "usage")
-    choices = _get(chunk, "choices")
-    reasons = (
-        [r for r in (_get(c, "finish_reason") for c in choices) if isinstance(r, str)]
-        if isinstance(choices, Sequence)
-        else []
-    )
-    return {
-        "input_tokens": _get(usage, "prompt_tokens") if usage is not None else None,
-        "output_tokens": _get(usage, "completion_tokens") if usage is not None else None,
-        "response_model": _get(chunk, "model"),
-        "response_id": _get(chunk, "id"),
-        "finish_reasons": reasons or None,
-    }
-
-
-def _piece_text(piece: Any) -> str | None:
-    if isinstance(piece, str):
-        return piece
-    choices = _get(piece, "choices")
-    if isinstance(choices, Sequence) and choices:
-        delta = _get(choices[0], "delta")
-        return as_text(_get(delta, "content")) if delta is not None else as_text(_get(choices[0], "text"))
-    return None

@@ -232,6 +232,8 @@ OI_LLM_PROVIDER: Final = "llm.provider"
 OI_LLM_TOKEN_COUNT_PROMPT: Final = "llm.token_count.prompt"
 OI_LLM_TOKEN_COUNT_COMPLETION: Final = "llm.token_count.completion"
 OI_LLM_TOKEN_COUNT_TOTAL: Final = "llm.token_count.total"
+OI_PROMPT_TEMPLATE: Final = "llm.prompt_template.template"  # Assemble.render's template
+OI_PROMPT_TEMPLATE_VARIABLES: Final = "llm.prompt_template.variables"  # its variables, a JSON object
 OI_LLM_INPUT_MESSAGES: Final = "llm.input_messages"  # .{i}.message.role / .message.content
 OI_LLM_OUTPUT_MESSAGES: Final = "llm.output_messages"
 OI_MESSAGE_ROLE: Final = "message.role"
@@ -250,6 +252,11 @@ OI_EVALUATION_NAME: Final = "evaluation.name"
 OI_EVALUATION_SCORE: Final = "evaluation.score"
 OI_EVALUATION_LABEL: Final = "evaluation.label"
 OI_EVALUATION_ANNOTATOR_KIND: Final = "evaluation.annotator_kind"
+# rag_pipeline(session_id=, user_id=, metadata=, tags=) on the root span (Phoenix's Sessions tab)
+OI_SESSION_ID: Final = "session.id"
+OI_USER_ID: Final = "user.id"
+OI_METADATA: Final = "metadata"  # a JSON object as a string; its values may be content
+OI_TAG_TAGS: Final = "tag.tags"
 ANNOTATOR_CODE: Final = "CODE"  # the figures are computed by code, not a human or an LLM judge
 MIME_TEXT: Final = "text/plain"
 MIME_JSON: Final = "application/json"
@@ -409,6 +416,8 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(OI_LLM_TOKEN_COUNT_PROMPT, "int", "embed, generate", False, "Prompt tokens."),
     AttributeInfo(OI_LLM_TOKEN_COUNT_COMPLETION, "int", "generate", False, "Completion tokens."),
     AttributeInfo(OI_LLM_TOKEN_COUNT_TOTAL, "int", "embed, generate", False, "Total tokens."),
+    AttributeInfo(OI_PROMPT_TEMPLATE, "string", "assemble", True, "The template Assemble.render filled (chat templates as JSON messages)."),
+    AttributeInfo(OI_PROMPT_TEMPLATE_VARIABLES, "string", "assemble", True, "Its variables besides {context}, as a JSON object."),
     AttributeInfo(OI_LLM_INPUT_MESSAGES + ".{i}.message.{role,content}", "string", "generate", True, "Chat prompt messages (role is kept under redaction)."),
     AttributeInfo(OI_LLM_OUTPUT_MESSAGES + ".{i}.message.{role,content}", "string", "generate", True, "Completion messages."),
     AttributeInfo(OI_RETRIEVAL_DOCUMENTS + ".{i}.document.{id,score}", "string, double", "retrieve", False, "Retrieved documents in rank order (capped)."),
@@ -418,6 +427,10 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(OI_RERANKER_QUERY, "string", "rerank", True, "Rerank query."),
     AttributeInfo(OI_RERANKER_MODEL_NAME, "string", "rerank", False, "Rerank model."),
     AttributeInfo(OI_RERANKER_TOP_K, "int", "rerank", False, "Rerank top_n."),
+    AttributeInfo(OI_SESSION_ID, "string", "pipeline", False, "rag_pipeline(session_id=): the conversation or session the run belongs to."),
+    AttributeInfo(OI_USER_ID, "string", "pipeline", False, "rag_pipeline(user_id=): the app's own (ideally pseudonymous) user id."),
+    AttributeInfo(OI_METADATA, "string", "pipeline", True, "rag_pipeline(metadata=) as a JSON object; values may be content."),
+    AttributeInfo(OI_TAG_TAGS, "string[]", "pipeline", False, "rag_pipeline(tags=): the app's labels for the run."),
     AttributeInfo(OI_TRACE_EVALUATIONS + ".{i}.evaluation.{name,score,label,annotator_kind}", "string, double", "pipeline", False, "The per-trace proxies for OpenInference tools."),
     # the gen_ai.evaluation.result event of a record_score span ("evaluation {name}", a child of the root)
     AttributeInfo(GEN_AI_EVALUATION_NAME, "string", "evaluation (event)", False, "The score's name, e.g. groundedness (also ragtrace.<proxy> on the root's events)."),

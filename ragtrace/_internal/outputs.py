@@ -1,5 +1,11 @@
-"""LangChain and LlamaIndex model outputs -> the answer text and its usage, read by shape (no
-import of either framework).
+"""Model outputs of every supported shape -> the answer text and its usage, read by shape (no
+framework is ever imported here).
+
+``read_output`` takes what ``Generate.record`` is given, ``read_piece`` one streamed chunk:
+strings; OpenAI chat completions and their chunks; Anthropic messages (content blocks, ``usage``,
+``stop_reason``) and stream events; LangChain and LlamaIndex results (below); LlamaIndex's
+``StreamingResponse`` once its stream was consumed. Anything else is *unreadable* (text None): the
+caller warns and leaves the answer unscored, never scores ``""``.
 
 ``LLMResult`` (``on_llm_end``: ``generations`` a list per prompt, ``llm_output``), ``ChatResult``,
 a ``ChatGeneration``/``Generation`` and ``AIMessage``/``AIMessageChunk`` (``content``,
@@ -8,10 +14,12 @@ a ``ChatGeneration``/``Generation`` and ``AIMessage``/``AIMessageChunk`` (``cont
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .messages import content_text
+from .messages import block_text, content_text
+
+Usage = dict[str, Any]
 
 _OWN_ID_PREFIX = "lc_run-"  # LangChain's run-derived message id, not the provider's response id
 
@@ -101,3 +109,128 @@ def llama_index_output(output: Any) -> tuple[str, Any] | None:
     if not isinstance(text, str) and message is not None and hasattr(message, "role"):
         text = getattr(message, "content", None)
     return (text, getattr(output, "raw", None)) if isinstance(text, str) else None
+
+
+# --- every shape ---------------------------------------------------------------------------------
+def get(obj: Any, key: str) -> Any:
+    if isinstance(obj, Mapping):
+        return obj.get(key)
+    return getattr(obj, key, None)
+
+
+def _as_text(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return None
+
+
+def is_streaming_response(output: Any) -> bool:
+    """A LlamaIndex ``StreamingResponse``: its text exists only once the app consumed ``response_gen``."""
+    return not isinstance(output, Mapping) and hasattr(output, "response_gen") and hasattr(output, "response_txt")
+
+
+def read_output(output: Any) -> tuple[str | None, Usage]:
+    """Text (None: unreadable) and usage of a recorded model output; ``output`` is not None."""
+    if isinstance(output, str):
+        return output, {}
+    if isinstance(output, bytes):
+        return output.decode("utf-8", "replace"), {}
+    found = langchain_output(output)
+    if found is not None:
+        return found
+    if get(output, "type") == "message" and isinstance(get(output, "content"), list):  # Anthropic
+        return content_text(get(output, "content")), anthropic_metadata(output)
+    if is_streaming_response(output):
+        return _as_text(output.response_txt), {}
+    llama_index = llama_index_output(output)
+    if llama_index is not None:
+        text, raw = llama_index
+        return text, openai_metadata(raw) if raw is not None and get(raw, "usage") is not None else {}
+    choices = get(output, "choices")
+    if choices is not None:
+        first = choices[0] if isinstance(choices, Sequence) and choices else None
+        message = get(first, "message") if first is not None else None
+        text = get(message, "content") if message is not None else get(first, "text")
+        return content_text(text) if isinstance(text, list) else _as_text(text), openai_metadata(output)
+    if isinstance(output, (list, tuple)):  # pieces already collected (never a one-shot iterator)
+        texts, usage = [], {}
+        for piece in output:
+            text, more = read_piece(piece)
+            texts.append(text or "")
+            usage.update(more)
+        return "".join(texts), usage
+    return None, {}
+
+
+def read_piece(piece: Any) -> tuple[str | None, Usage]:
+    """Text and usage of one streamed chunk: a string, an OpenAI chunk, an Anthropic stream event,
+    a LangChain ``AIMessageChunk``/``ChatGenerationChunk`` or a LlamaIndex response (its ``delta``)."""
+    if isinstance(piece, str):
+        return piece, {}
+    choices = get(piece, "choices")
+    if isinstance(choices, Sequence) and not isinstance(choices, str):
+        if not choices:  # the usage-only last chunk of an OpenAI stream
+            return None, openai_metadata(piece)
+        delta = get(choices[0], "delta")
+        text = get(delta, "content") if delta is not None else get(choices[0], "text")
+        return _as_text(text), openai_metadata(piece)
+    kind = get(piece, "type")
+    if isinstance(kind, str) and kind.startswith(("message_", "content_block_")):
+        return _anthropic_event(kind, piece)
+    delta = get(piece, "delta")
+    if isinstance(delta, str) and not isinstance(piece, Mapping):  # LlamaIndex: text is cumulative
+        return delta, {}
+    found = langchain_output(piece)
+    if found is not None:
+        return found
+    return None, {}
+
+
+def openai_metadata(chunk: Any) -> Usage:
+    """Usage, model, id and finish reason of an OpenAI-style completion or stream chunk."""
+    usage = get(chunk, "usage")
+    choices = get(chunk, "choices")
+    reasons = [r for r in (get(c, "finish_reason") for c in choices) if isinstance(r, str)] if isinstance(choices, Sequence) else []
+    found = {
+        "input_tokens": get(usage, "prompt_tokens") if usage is not None else None,
+        "output_tokens": get(usage, "completion_tokens") if usage is not None else None,
+        "response_model": get(chunk, "model"),
+        "response_id": get(chunk, "id"),
+        "finish_reasons": reasons or None,
+    }
+    return {k: v for k, v in found.items() if v is not None}
+
+
+def anthropic_metadata(message: Any) -> Usage:
+    usage = get(message, "usage")
+    reason = get(message, "stop_reason")
+    found = {
+        "input_tokens": get(usage, "input_tokens") if usage is not None else None,
+        "output_tokens": get(usage, "output_tokens") if usage is not None else None,
+        "response_model": get(message, "model"),
+        "response_id": get(message, "id"),
+        "finish_reasons": [reason] if isinstance(reason, str) else None,
+    }
+    return {k: v for k, v in found.items() if v is not None}
+
+
+def _anthropic_event(kind: str, event: Any) -> tuple[str | None, Usage]:
+    """``content_block_delta`` carries text; ``message_start`` the model, id and input tokens;
+    ``message_delta`` the output tokens and stop reason."""
+    if kind == "content_block_delta":
+        return block_text(get(event, "delta")), {}
+    if kind == "message_start":
+        return None, anthropic_metadata(get(event, "message"))
+    if kind == "message_delta":
+        usage, delta = get(event, "usage"), get(event, "delta")
+        reason = get(delta, "stop_reason") if delta is not None else None
+        found = {"output_tokens": get(usage, "output_tokens") if usage is not None else None, "finish_reasons": [reason] if isinstance(reason, str) else None}
+        return None, {k: v for k, v in found.items() if v is not None}
+    return None, {}
+
+
+def stream_pieces(pieces: Any) -> Iterable[Any]:
+    """What ``Generate.stream`` iterates: a LlamaIndex ``StreamingResponse`` streams its ``response_gen``."""
+    return pieces.response_gen if is_streaming_response(pieces) else pieces

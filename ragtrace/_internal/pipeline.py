@@ -6,7 +6,7 @@ travel in the same export as the spans themselves, with no backend post-processi
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -15,9 +15,10 @@ from opentelemetry import trace
 from . import config as config_module
 from . import figures as figures_module
 from . import names, otel_metrics, state as state_module
-from .guard import guard
+from .guard import guard, warn_once
 from .redaction import Redactor
-from .stage import Stage, as_text, query_hash, set_figures
+from .spans import gated_json_object
+from .stage import Stage, as_text, content_limit, query_hash, set_figures
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 # run.status when neither a TracerProvider nor a MeterProvider is set: nothing was measured
@@ -41,10 +42,15 @@ class RagPipeline(Stage):
         tracer_provider: trace.TracerProvider | None = None,
         capture_content: str | None = None,
         redactor: Redactor | None = None,
+        session_id: str | None = None,
+        user_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        tags: Sequence[str] | None = None,
         **attributes: Any,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError("rag_pipeline needs a non-empty name")
+        _check_context(session_id, user_id, metadata, tags)
         config = config_module.with_content(config_module.current(), capture_content, redactor)
         if tracer_provider is not None:  # the pipeline's stages use its provider too
             config = replace(config, tracer_provider=tracer_provider)
@@ -53,6 +59,8 @@ class RagPipeline(Stage):
         self.query = query
         self.query_id = query_id
         self.attributes = attributes
+        self.session_id, self.user_id, self.metadata = session_id, user_id, metadata
+        self.tags = list(tags) if tags is not None else None
         self.metrics: dict[str, Any] = {}
         self.status: str | None = None
         self.inclusion_method: str | None = None  # recorded, declared, located (comma-joined if mixed)
@@ -63,6 +71,10 @@ class RagPipeline(Stage):
             "tracer_provider": tracer_provider,
             "capture_content": capture_content,
             "redactor": redactor,
+            "session_id": session_id,
+            "user_id": user_id,
+            "metadata": metadata,
+            "tags": tags,
             **attributes,
         }
 
@@ -75,6 +87,10 @@ class RagPipeline(Stage):
             names.RAG_QUERY_ID: as_text(self.query_id),
             # with a content sample in force the mode is decided once the trace id exists (find_state)
             names.RAG_CONTENT_MODE: None if self.config.full_content_sample else self.config.content.mode,
+            # ids and the app's own labels, not content: every mode exports them (docs/redaction.md)
+            names.OI_SESSION_ID: self.session_id,
+            names.OI_USER_ID: self.user_id,
+            names.OI_TAG_TAGS: self.tags or None,
         }
         for key, value in self.attributes.items():
             if isinstance(value, (str, bool, float)) or (isinstance(value, int) and -(2**63) <= value < 2**63):  # OTLP ints are int64
@@ -98,6 +114,19 @@ class RagPipeline(Stage):
         if isinstance(route, str):
             state.labels[names.RAG_PIPELINE_ROUTE] = route
         return state
+
+    def on_open(self) -> None:
+        super().on_open()
+        self._set_metadata()
+
+    def _set_metadata(self) -> None:
+        """``metadata`` as one JSON object; its values may be content (full mode only)."""
+        if not self.metadata or self.attrs is None or not self.attrs.recording:
+            return
+        encoded = gated_json_object(self.metadata, self.config.content, content_limit(self))
+        if encoded is None and self.config.content.captures:
+            warn_once("metadata-size", "rag_pipeline metadata is longer than the content size limit; not recorded")
+        self.attrs.set(names.OI_METADATA, encoded)
 
     def _decide_content(self) -> None:
         """The sampled content mode, decided once for the whole pipeline and recorded on its root.
@@ -180,3 +209,14 @@ class RagPipeline(Stage):
         from .decorators import pipeline_decorator
 
         return pipeline_decorator(func, self.name, self._decorator_options)
+
+
+def _check_context(session_id: Any, user_id: Any, metadata: Any, tags: Any) -> None:
+    """Misconfiguration raises here, at the call site, not at export."""
+    for what, value in (("session_id", session_id), ("user_id", user_id)):
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"rag_pipeline {what} must be a str, got {type(value).__name__}")
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise TypeError(f"rag_pipeline metadata must be a mapping, got {type(metadata).__name__}")
+    if tags is not None and (isinstance(tags, str) or not isinstance(tags, Sequence) or not all(isinstance(t, str) for t in tags)):
+        raise TypeError("rag_pipeline tags must be a sequence of str")

@@ -83,6 +83,27 @@ def json_messages_within(messages: Sequence[tuple[Any, str]], limit: int | None)
     return text if limit is None or len(text) <= limit else None
 
 
+def gated_json_object(values: Mapping[Any, Any], policy: ContentPolicy, limit: int) -> str | None:
+    """A mapping whose values may be content (pipeline metadata, template variables) as one JSON
+    object: full mode only, each non-number value through the policy (and redactor) as text; a
+    value with no JSON form is left out. None when content is off or the JSON exceeds ``limit``."""
+    if not policy.captures:
+        return None
+    kept: dict[str, Any] = {}
+    for key, value in values.items():
+        if value is None or isinstance(value, (bool, int)) or (isinstance(value, float) and math.isfinite(value)):
+            kept[str(key)] = value
+        elif not isinstance(value, float):  # NaN and infinities have no JSON form
+            try:
+                text = policy.text(value if isinstance(value, str) else compact_json(value))
+            except ValueError:  # a NaN inside
+                continue
+            if text is not None:
+                kept[str(key)] = text
+    encoded = compact_json(kept)
+    return encoded if len(encoded) <= limit else None
+
+
 def trim_text(text: str, max_chars: int) -> str:
     return text if len(text) <= max_chars else text[:max_chars]
 

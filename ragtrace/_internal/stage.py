@@ -295,5 +295,11 @@ def prompt_json(stage: Stage, gated: list[tuple[str, str | None]] | None) -> str
     passed = all_passed(gated)
     if passed is None:
         return None
+    return json_messages_within(passed, content_limit(stage))
+
+
+def content_limit(stage: Stage) -> int:
+    """The most characters a JSON content value of ``stage`` may have: the content cap, or the
+    span's value-length limit when that is smaller (a cut would break the JSON)."""
     limit, span_limit = stage.config.max_content_chars, value_length_limit(stage.span)
-    return json_messages_within(passed, limit if span_limit is None else min(limit, span_limit))
+    return limit if span_limit is None else min(limit, span_limit)

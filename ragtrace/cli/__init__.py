@@ -157,10 +157,17 @@ def _group_by(text: str | None) -> tuple[str, ...]:
 
 
 def _run(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
-    from . import html, render
+    from . import html, render, tables
     from .diagnostics import Diagnostics
     from .report import ReadOptions
 
+    if args.html:
+        from .charts import ChartsUnavailable, check_available
+
+        try:
+            check_available()  # before reading anything
+        except ChartsUnavailable as error:
+            raise _UsageError(str(error)) from None
     diagnostics = Diagnostics(stderr, limit=args.max_warnings, quiet=args.quiet)
     settings = _settings(args, diagnostics)
     from .reader import resolve_decoder
@@ -199,7 +206,7 @@ def _run(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
         if args.json:
             (render.write_report_json if args.command == "report" else render.write_eval_json)(result, out)
         else:
-            writer = render.Writer(out, render.choose_style(out, args.markdown, args.plain))
+            writer = tables.Writer(out, tables.choose_style(out, args.markdown, args.plain))
             (render.write_report_text if args.command == "report" else render.write_eval_text)(result, writer, warnings)
         out.flush()
     finally:

@@ -1,8 +1,12 @@
-"""``--html FILE``: one self-contained page per command: inline CSS and SVG, no scripts, no CDN.
+"""``--html FILE``: one self-contained page per command: inline CSS, plotly.js and the charts' data.
 
-The report page shows the distribution of each proxy, the proxies over time and how often the
-chunk at each prompt position is cited; the eval page plots the online proxy against real recall
-per query. All text from traces (queries, pipeline names) is HTML-escaped.
+The report page shows the distribution of each proxy, the proxies over time with the listed runs
+as points, how often the chunk at each prompt position is cited, the figures per pipeline,
+version, route or top-k where such labels exist, and the runs, each of which opens (a click on
+its row or on its point) to its chunks in rank order: where each landed, which were cited, why
+the others were dropped. The eval page plots the online proxy against real recall per query.
+The charts are plotly's (``charts``); tables, cards and the drill-down are plain HTML. All text
+from traces (queries, pipeline names, chunk ids) is HTML-escaped, or JSON-escaped in the charts.
 """
 
 from __future__ import annotations
@@ -13,9 +17,11 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from .._internal import names
-from . import svg
+from . import charts
 from .aggregate import PERCENTILES, SUMMARY_FIGURES, Group
 from .render import citation_text, iso_time, number, percent, shown_query
+from .row import Row
+from .runs import chunk_lines
 
 if TYPE_CHECKING:
     from .eval import EvalResult
@@ -23,30 +29,51 @@ if TYPE_CHECKING:
 
 _MAX_POSITIONS = 20
 _BINS = 10
+# the order of the per-dimension sections: pipeline versions and routes first
+_CHARTED_DIMENSIONS = ("version", "route", "pipeline", "top_k")
 
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1180px;color:#1a202c;padding:0 16px}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #e2e8f0;padding-bottom:4px}
 .muted{color:#4a5568}.cards{display:flex;flex-wrap:wrap;gap:10px;margin:14px 0}
 .card{border:1px solid #e2e8f0;border-radius:6px;padding:8px 12px;min-width:120px}.card b{display:block;font-size:20px}
-.charts{display:flex;flex-wrap:wrap;gap:14px}.chart{border:1px solid #edf2f7;border-radius:6px;background:#fff;max-width:100%;height:auto}
-.chart .t{font-size:12px;font-weight:600;fill:#2d3748}.chart .ax{stroke:#a0aec0}.chart .grid{stroke:#edf2f7}
-.chart .yl{font-size:10px;fill:#4a5568;text-anchor:end}.chart .xl{font-size:10px;fill:#4a5568;text-anchor:middle}
-.chart .lg{font-size:11px;fill:#2d3748}.chart .empty{font-size:12px;fill:#a0aec0;text-anchor:middle}
+.chart{border:1px solid #edf2f7;border-radius:6px;margin:10px 0;padding:4px}.chart figcaption{font-weight:600;font-size:13px;margin:4px 8px}
+.wide{overflow-x:auto}
 table{border-collapse:collapse;margin:6px 0 14px;font-size:13px}th,td{padding:4px 8px;border-bottom:1px solid #edf2f7;text-align:left;vertical-align:top}
 th{background:#f7fafc}td.n{text-align:right;font-variant-numeric:tabular-nums}.check{color:#c05621}.nm{color:#718096}.ok{color:#2f855a}
+td.id{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px;word-break:break-all;min-width:10em}
+tr.run{cursor:pointer}tr.run:hover,tr.run:focus{background:#ebf8ff;outline:none}tr.run td:first-child::before{content:"▸ ";color:#a0aec0}
+tr.run.open td:first-child::before{content:"▾ "}tr.detail>td{background:#f7fafc;padding:8px 16px 4px}
+.landed{color:#2f855a}.dropped{color:#718096}.cited{font-weight:600}
 li{margin:3px 0}.fail{color:#c53030;font-weight:600}.pass{color:#2f855a;font-weight:600}
 """
 
+# The drill-down: a click (or Enter) on a run's row, or on its point in the time chart, opens its chunks.
+_SCRIPT = """<script>
+(function(){
+function toggle(index){var row=document.getElementById("run-"+index),detail=document.getElementById("run-"+index+"-chunks");
+if(!row||!detail)return;detail.hidden=!detail.hidden;row.classList.toggle("open",!detail.hidden);
+if(!detail.hidden)row.scrollIntoView({block:"nearest"});}
+document.querySelectorAll("tr.run").forEach(function(row){
+row.addEventListener("click",function(){toggle(row.dataset.run);});
+row.addEventListener("keydown",function(event){if(event.key==="Enter"||event.key===" "){event.preventDefault();toggle(row.dataset.run);}});});
+var time=document.getElementById("chart-time");
+if(time&&time.on)time.on("plotly_click",function(event){var point=event.points[0];
+if(point&&Array.isArray(point.customdata)){var detail=document.getElementById("run-"+point.customdata[0]+"-chunks");if(detail&&detail.hidden)toggle(point.customdata[0]);}});
+})();
+</script>"""
 
-def _page(title: str, body: Sequence[str]) -> str:
+
+def _page(title: str, body: Sequence[str], script: str = "") -> str:
     generated = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         f"<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\"><title>{escape(title)}</title>"
-        f"<style>{_CSS}</style></head><body>"
+        f"<style>{_CSS}</style>{charts.script()}</head><body>"
         + "".join(body)
-        + f'<p class="muted">Generated by ragtrace, {generated}. "~" marks figures inferred from prompt text (traces of other instrumentations).</p>'
+        + f'<p class="muted">Generated by ragtrace, {generated}. "~" marks figures inferred from prompt text (traces of other instrumentations). '
+        + "Charts: hover for values, drag to zoom, double-click to reset.</p>"
+        + script
         + "</body></html>\n"
     )
 
@@ -56,9 +83,12 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], numeric: Seque
     body = []
     for index, row in enumerate(rows):
         css = f' class="{classes[index]}"' if classes else ""
-        cells = "".join(f'<td class="n">{escape(str(c))}</td>' if n else f"<td>{escape(str(c))}</td>" for c, n in zip(row, numeric))
-        body.append(f"<tr{css}>{cells}</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+        body.append(f"<tr{css}>{_cells(row, numeric)}</tr>")
+    return f'<div class="wide"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
+
+
+def _cells(row: Sequence[Any], numeric: Sequence[bool]) -> str:
+    return "".join(f'<td class="n">{escape(str(c))}</td>' if n else f"<td>{escape(str(c))}</td>" for c, n in zip(row, numeric))
 
 
 def _cards(items: Sequence[tuple[str, str]]) -> str:
@@ -73,13 +103,9 @@ def _figures_table(group: Group) -> str:
     return _table(["figure", *(f"p{p}" for p in PERCENTILES), "n"], rows, [False, True, True, True, True])
 
 
-def proxy_histograms(group: Group) -> list[str]:
-    labels = [f"{i / _BINS:.1f}–{(i + 1) / _BINS:.1f}" for i in range(_BINS)]
-    charts = []
-    for number_, metric in enumerate(names.PROXY_METRICS):
-        counts = group.figures[metric].histogram(_BINS)
-        charts.append(svg.bars(f"{metric} (runs per bin)", counts, labels, color=svg.PALETTE[number_ % len(svg.PALETTE)]))
-    return charts
+def proxy_histograms(group: Group) -> str:
+    series = [(metric, group.figures[metric].histogram(_BINS)) for metric in names.PROXY_METRICS]
+    return charts.histogram("chart-proxies", "Runs per value of each proxy", series, "runs")
 
 
 def position_chart(group: Group) -> str:
@@ -92,19 +118,79 @@ def position_chart(group: Group) -> str:
         rates.append(cited / prompts if prompts else 0.0)
         labels.append(str(position))
         notes.append(f"cited in {cited:,} of {prompts:,} prompts")
-    return svg.bars("Cited share by prompt position", rates, labels, percent=True, notes=notes, color=svg.PALETTE[2])
+    return charts.shares("chart-positions", "Cited share by prompt position", labels, rates, notes, "position")
 
 
-def time_chart(result: ReportResult) -> str:
+def time_chart(result: ReportResult, shown: Sequence[tuple[Row, Any]]) -> str:
+    metric = names.METRIC_RECALL_PROXY
+    runs = [
+        (index, row.time, row.figures[metric], row.trace_id, shown_query(row) or row.pipeline or "")
+        for index, (row, _) in enumerate(shown)
+        if row.time and isinstance(row.figures.get(metric), (int, float))
+    ]
     points = result.aggregator.series.points()
-    labels = [_short_time(p["start_ns"]) for p in points]
-    series = [(metric, [p[metric] for p in points]) for metric in names.PROXY_METRICS]
-    return svg.lines("Proxies over time (mean per bucket)", series, labels)
+    return charts.over_time("chart-time", "Proxies over time (mean per bucket) and the listed runs", points, names.PROXY_METRICS, runs, metric)
 
 
-def _short_time(time_ns: int) -> str:
-    stamp = iso_time(time_ns) or ""
-    return stamp[5:16].replace("T", " ")
+def label_chart(dimension: str, groups: dict[str, Group]) -> str:
+    """p50 of each proxy per value of a labelled dimension (version, route, ...) the runs carry."""
+    values = sorted(groups)
+    series = [(m, [groups[v].figures[m].percentile(50) for v in values]) for m in names.PROXY_METRICS]
+    notes = [f"{groups[v].traces:,} runs, {groups[v].measurable:,} measured" for v in values]
+    return charts.grouped(f"chart-by-{dimension}", f"Figures by {dimension} (p50)", values, series, notes, dimension)
+
+
+def _run_detail(row: Row, columns: int) -> str:
+    lines = chunk_lines(row)
+    if lines is None:
+        inner = "<p class=\"muted\">No chunk record for this run: it was rebuilt from another instrumentation's spans.</p>"
+    elif not lines:
+        inner = '<p class="muted">No chunks were retrieved or placed in this run.</p>'
+    else:
+        landed = sum(1 for line in lines if line.position is not None)
+        cited = sum(1 for line in lines if line.cited)
+        rows, classes = [], []
+        for line in lines:
+            rows.append(
+                [
+                    "-" if line.rank is None else line.rank,
+                    line.chunk_id,
+                    "-" if line.position is None else line.position,
+                    "cited" if line.cited else "",
+                    line.dropped or "",
+                ]
+            )
+            classes.append(("landed" if line.position is not None else "dropped") + (" cited" if line.cited else ""))
+        inner = (
+            f"<p><b>trace {escape(row.trace_id)}</b>: {len(lines)} chunk(s), {landed} in the prompt, {cited} cited</p>"
+            + _table(["rank", "chunk", "prompt position", "cited", "why not in the prompt"], rows, [True, False, True, False, False], classes)
+        )
+    return f'<td colspan="{columns}">{inner}</td>'
+
+
+def runs_table(result: ReportResult, shown: Sequence[tuple[Row, Any]]) -> str:
+    headers = ["time (UTC)", "pipeline", "query", "|R|", "|C|", "|K|", "precision", "recall", "recall_w", "wasted_tok", "citations", "verdict", "trace"]
+    numeric = [False, False, False] + [True] * 7 + [False, False]
+    body = []
+    for index, (row, row_verdict) in enumerate(shown):
+        figures, inferred = row.figures, row.inferred
+        cells = [
+            iso_time(row.time) or "-",
+            row.pipeline or "-",
+            shown_query(row) or "",
+            *(number(figures.get(m), inferred) for m in (names.METRIC_RETRIEVED, names.METRIC_IN_CONTEXT, names.METRIC_CITED)),
+            *(number(figures.get(m), inferred) for m in (names.METRIC_CONTEXT_PRECISION, names.METRIC_RECALL_PROXY, names.METRIC_RECALL_PROXY_WEIGHTED, names.METRIC_WASTED_CONTEXT_TOKENS)),
+            citation_text(row),
+            str(row_verdict),
+        ]
+        css = {"ok": "ok", "check": "check"}.get(row_verdict.label, "nm")
+        body.append(
+            f'<tr class="run {css}" id="run-{index}" data-run="{index}" tabindex="0" aria-controls="run-{index}-chunks">'
+            f'{_cells(cells, numeric)}<td class="id">{escape(row.trace_id)}</td></tr>'
+            f'<tr class="detail" id="run-{index}-chunks" hidden>{_run_detail(row, len(headers))}</tr>'
+        )
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+    return f'<div class="wide"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
 
 
 def report_page(result: ReportResult, warnings: int) -> str:
@@ -112,6 +198,7 @@ def report_page(result: ReportResult, warnings: int) -> str:
     overall = aggregator.overall
     stats = result.stats
     duplicates = overall.duplicates / overall.retrieved_items if overall.retrieved_items else None
+    shown = aggregator.worst()
     body = [
         "<h1>ragtrace report</h1>",
         f'<p class="muted">{escape(", ".join(result.files))}: {stats.spans:,} spans, {stats.traces:,} traces, {result.runs:,} pipeline runs, {warnings} warning(s)</p>',
@@ -138,22 +225,36 @@ def report_page(result: ReportResult, warnings: int) -> str:
     body.append("<h2>Recommendations</h2>")
     body.append("<ul>" + "".join(f"<li>{escape(r)}</li>" for r in recommendations) + "</ul>" if recommendations else "<p>None: no pattern in this data is strong enough to act on.</p>")
     body.append("<h2>Distribution of each proxy</h2>")
-    body.append('<div class="charts">' + "".join(proxy_histograms(overall)) + "</div>")
+    body.append(proxy_histograms(overall))
     body.append("<h2>Proxies over time</h2>")
-    body.append('<div class="charts">' + time_chart(result) + "</div>")
+    body.append('<p class="muted">Lines: the mean per time bucket. Diamonds: the runs listed below; click one to see its chunks.</p>')
+    body.append(time_chart(result, shown))
     body.append("<h2>Position of cited chunks in the prompt</h2>")
     body.append('<p class="muted">A falling curve is normal; a dip in the middle is the lost-in-the-middle pattern.</p>')
-    body.append('<div class="charts">' + position_chart(overall) + "</div>")
+    body.append(position_chart(overall))
     body.append("<h2>Figures over all runs</h2>")
     body.append(_figures_table(overall))
     body.extend(result.sections_html())
-    for dimension, groups in aggregator.groups.items():
-        if not groups:
+    body.extend(_group_sections(aggregator.groups))
+    if shown:
+        body.append(f"<h2>Runs ({len(shown)} worst of {result.runs:,})</h2>" if len(shown) < result.runs else f"<h2>Runs ({result.runs:,})</h2>")
+        body.append('<p class="muted">Click a run to see its chunks in rank order: where each landed, which were cited, why the others did not land.</p>')
+        body.append(runs_table(result, shown))
+    return _page("ragtrace report", body, _SCRIPT)
+
+
+def _group_sections(groups: dict[str, dict[str, Group]]) -> list[str]:
+    out = []
+    ordered = sorted(groups, key=lambda d: (_CHARTED_DIMENSIONS.index(d) if d in _CHARTED_DIMENSIONS else len(_CHARTED_DIMENSIONS), d))
+    for dimension in ordered:
+        dimension_groups = groups[dimension]
+        if not dimension_groups:
             continue
-        body.append(f"<h2>By {escape(dimension)}</h2>")
+        out.append(f"<h2>By {escape(dimension)}</h2>")
+        out.append(label_chart(dimension, dimension_groups))
         rows = []
-        for value in sorted(groups):
-            group = groups[value]
+        for value in sorted(dimension_groups):
+            group = dimension_groups[value]
             rows.append(
                 [
                     value,
@@ -166,29 +267,8 @@ def report_page(result: ReportResult, warnings: int) -> str:
                 ]
             )
         headers = [dimension, "runs", "measured", "inferred", *(f"{m} p50" for m in names.PROXY_METRICS), "no citations", "empty retrievals"]
-        body.append(_table(headers, rows, [False] + [True] * (len(headers) - 1)))
-    shown = aggregator.worst()
-    if shown:
-        body.append(f"<h2>Runs ({len(shown)} worst of {result.runs:,})</h2>" if len(shown) < result.runs else f"<h2>Runs ({result.runs:,})</h2>")
-        rows, classes = [], []
-        for row, row_verdict in shown:
-            figures, inferred = row.figures, row.inferred
-            rows.append(
-                [
-                    iso_time(row.time) or "-",
-                    row.pipeline or "-",
-                    shown_query(row) or "",
-                    *(number(figures.get(m), inferred) for m in (names.METRIC_RETRIEVED, names.METRIC_IN_CONTEXT, names.METRIC_CITED)),
-                    *(number(figures.get(m), inferred) for m in (names.METRIC_CONTEXT_PRECISION, names.METRIC_RECALL_PROXY, names.METRIC_RECALL_PROXY_WEIGHTED, names.METRIC_WASTED_CONTEXT_TOKENS)),
-                    citation_text(row),
-                    str(row_verdict),
-                    row.trace_id,
-                ]
-            )
-            classes.append({"ok": "ok", "check": "check"}.get(row_verdict.label, "nm"))
-        headers = ["time (UTC)", "pipeline", "query", "|R|", "|C|", "|K|", "precision", "recall", "recall_w", "wasted_tok", "citations", "verdict", "trace"]
-        body.append(_table(headers, rows, [False, False, False] + [True] * 7 + [False, False, False], classes))
-    return _page("ragtrace report", body)
+        out.append(_table(headers, rows, [False] + [True] * (len(headers) - 1)))
+    return out
 
 
 def eval_page(result: EvalResult, warnings: int) -> str:
@@ -215,27 +295,21 @@ def eval_page(result: EvalResult, warnings: int) -> str:
     ]
     if result.fail_under:
         body.append(f'<p class="fail">--fail-under failed: {escape("; ".join(result.gate_failures))}</p>' if result.gate_failures else '<p class="pass">--fail-under passed</p>')
-    points, highlight = [], []
+    points = []
     recalls = []
     for query in result.matched():
         proxy, recall = query.mean("recall_proxy"), query.mean("recall")
         if recall is not None:
             recalls.append(recall)
         if proxy is not None and recall is not None:
-            points.append((proxy, recall, query.label))
-            highlight.append(id(query) in blind_ids)
+            points.append((proxy, recall, query.label, id(query) in blind_ids))
     body.append("<h2>Online proxy vs real recall</h2>")
     body.append('<p class="muted">One point per query; orange points are blind spots: the proxy looks healthy, real recall is low.</p>')
     counts = [0] * _BINS
     for value in recalls:
         counts[min(_BINS - 1, int(value * _BINS))] += 1
-    labels = [f"{i / _BINS:.1f}–{(i + 1) / _BINS:.1f}" for i in range(_BINS)]
-    body.append(
-        '<div class="charts">'
-        + svg.scatter("recall_proxy vs recall@k", points, "recall_proxy", "recall@k", highlight=highlight)
-        + svg.bars("recall@k (queries per bin)", counts, labels)
-        + "</div>"
-    )
+    body.append(charts.scatter("chart-proxy-vs-recall", "recall_proxy vs recall@k", points, "recall_proxy", "recall@k"))
+    body.append(charts.histogram("chart-recall", "Queries per value of recall@k", [("recall@k", counts)], "queries"))
     body.append("<h2>Blind spots</h2>")
     if blind:
         body.append(

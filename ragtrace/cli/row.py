@@ -66,6 +66,11 @@ class Row:
     retrieved_ids: list[str] = field(default_factory=list)  # best rank first
     placed_depth: int | None = None  # deepest retrieval rank that reached the prompt
     mismatches: list[str] = field(default_factory=list)  # figures that differ from the recorded ones
+    # what the HTML drill-down (runs.chunk_lines) reads, for the runs it shows: the rebuilt
+    # retrievals, answers, unanswered contexts and (assemble span, placements, tokens known)
+    # triples (None: rows from other instrumentations). References only: nothing is built for the
+    # runs that are not shown.
+    sources: tuple[Any, ...] | None = None
 
     @property
     def measurable(self) -> bool:

@@ -7,7 +7,8 @@ from typing import Any
 
 from .html import _table as html_table
 from .latency import LATENCY_PERCENTILES, StreamLatency
-from .render import Table, Writer, clean, number, percent
+from .render import clean, number, percent
+from .tables import Table, Writer
 from .scores import QUADRANTS, ScoreJoin, ScoreSummary
 
 

@@ -232,6 +232,7 @@ def _ragtrace_row(trace: Trace, pipeline: Span | None, members: list[tuple[Span,
     if not tokens_known:
         result.values.pop(METRIC_WASTED_CONTEXT_TOKENS, None)
     retrieval_facts(row, retrievals, result, answers, unanswered)
+    row.sources = (retrievals, answers, unanswered, contexts)
     row.figures, row.status = result.values, list(result.status)
     if pipeline is not None:
         row.mismatches = _mismatches(pipeline, result, retrievals)

@@ -137,9 +137,12 @@ def test_output_file_and_html(cli, known, tmp_path):
     assert out.read_text().startswith("## ragtrace report")
     html = page.read_text()
     assert html.startswith("<!DOCTYPE html>")
-    assert html.count("<svg") == 6  # four proxy histograms, proxies over time, cited positions
+    # the proxies, over time, cited positions, and one per labelled dimension: version, route, pipeline, top_k
+    charts = re.findall(r'<div id="(chart-[\w-]+)" class="plotly-graph-div"', html)
+    assert charts == ["chart-proxies", "chart-time", "chart-positions", "chart-by-version", "chart-by-route", "chart-by-pipeline", "chart-by-top_k"]
     assert "Cited share by prompt position" in html and "Proxies over time" in html
-    assert "<script" not in html and not re.search(r"(src|href)=\"(https?:)?//", html)
+    assert html.count("Plotly.newPlot(") == len(charts)
+    assert not re.search(r"<(script|link|img|iframe)\b[^>]*\b(src|href)=", html)  # plotly.js is inline: nothing is fetched
     unwritable = cli("report", "--html", tmp_path / "no" / "dir" / "x.html", known[0])
     assert unwritable.code == EXIT_USAGE and "--html: cannot write" in unwritable.err
 
@@ -162,7 +165,8 @@ def test_eval_html(cli, known, tmp_path):
     page = tmp_path / "eval.html"
     assert cli("eval", "--golden", golden, "--html", page, known[0]).code == EXIT_OK
     html = page.read_text()
-    assert html.count("<svg") == 2 and "recall_proxy vs recall@k" in html
+    assert re.findall(r'<div id="(chart-[\w-]+)" class="plotly-graph-div"', html) == ["chart-proxy-vs-recall", "chart-recall"]
+    assert "recall_proxy vs recall@k" in html
     assert "Blind spots" in html and "How do rerankers work?" in html
 
 
@@ -197,7 +201,12 @@ def test_python_dash_m(module, tmp_path):
 def test_version(cli):
     result = cli("--version")
     assert result.code == 0 and result.out.startswith("ragtrace ")
-    assert result.out.rstrip().endswith("(report path: compiled)")  # what make test builds (test_compiled.py)
+    assert result.out.rstrip().endswith(("(report path: compiled)", "(report path: pure Python)"))
+
+
+@pytest.mark.compiled
+def test_version_names_the_compiled_build(cli):
+    assert cli("--version").out.rstrip().endswith("(report path: compiled)")  # what make test builds (test_compiled.py)
 
 
 def test_bars_meet_figures_equal_to_them_up_to_rounding(cli, tmp_path):

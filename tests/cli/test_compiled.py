@@ -23,6 +23,7 @@ from .test_decoders import ODD_LINES, fixture_inputs
 from .test_eval import GOLDEN, _golden
 
 ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.compiled
 
 
 @pytest.fixture

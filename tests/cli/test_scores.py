@@ -220,3 +220,13 @@ def test_time_to_first_chunk_percentiles_per_pipeline(cli, tmp_path, monkeypatch
     section = text.split("Time to first chunk by pipeline")[1].splitlines()
     qa = next(line for line in section if line.strip().startswith("qa "))
     assert qa.split() == ["qa", "10", "0.500", "0.900", "1.000"]
+
+
+def test_eval_leaves_score_spans_out_of_its_runs(cli, exported, tmp_path):
+    runs, scores, _, _ = exported
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text(json.dumps({"query": "What is BM25?", "relevant_ids": ["d1"]}) + "\n")
+    for files in ([runs], [scores, runs], [runs, scores]):
+        document = cli("eval", "--golden", golden, "--json", *files).json()
+        assert document["inputs"]["runs"] == len(RUNS) + 1  # the same runs with or without the scores
+        assert document["inputs"]["runs_not_in_golden_set"] == 1  # "hello"
