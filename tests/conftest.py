@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from importlib.machinery import EXTENSION_SUFFIXES
@@ -13,6 +14,10 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from ids import HASH_KEY
+
+os.environ["RAGTRACE_HASH_KEY"] = HASH_KEY  # before ragtrace hashes anything: stable ids, no random-key warning
 
 from backend.phoenix import PhoenixError, PhoenixServer, ensure_phoenix_venv
 from loopback import serve_chat

@@ -1,8 +1,19 @@
-"""Deterministic span and trace ids for tests that compare exact exporter output."""
+"""Deterministic span and trace ids for tests that compare exact exporter output, and the suite's hash key."""
 
 from __future__ import annotations
 
+import hashlib
+
 from opentelemetry.sdk.trace.id_generator import IdGenerator
+
+# conftest puts this in RAGTRACE_HASH_KEY for the whole session (subprocesses inherit it), so
+# content-derived ids are stable and known: ``keyed_digest`` is the construction docs/redaction.md
+# documents, computed here without ragtrace.
+HASH_KEY = "ragtrace-test-suite-key"
+
+
+def keyed_digest(text: str, purpose: bytes = b"ragtrace-chunk") -> str:
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=8, key=HASH_KEY.encode(), person=purpose).hexdigest()
 
 
 class CountingIds(IdGenerator):

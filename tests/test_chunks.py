@@ -1,8 +1,8 @@
 """Every retriever result shape ``chunks.normalize`` / ``to_chunk`` accepts, with known answers.
 
-Expected hashes are blake2b(utf-8 text, digest_size=8) hex digests, computed once outside the code
-under test and pasted in as literals: the ids of id-less chunks travel on spans and are joined
-offline, so they must never change between processes or releases.
+Expected hashes are keyed BLAKE2b digests under the suite's hash key (``ids.keyed_digest``,
+computed with hashlib, outside the code under test): the ids of id-less chunks travel on spans and
+are joined offline, so under one key they must never change between processes or releases.
 """
 
 from __future__ import annotations
@@ -11,13 +11,14 @@ from decimal import Decimal
 
 import pytest
 
+from ids import keyed_digest
 from ragtrace import Chunk
 from ragtrace._internal.chunks import NO_ACCESSORS, Accessors, make_accessors, normalize, to_chunk
 
 PARIS = "Paris is the capital of France."
-PARIS_HASH = "ee6ee5bbaa3d3af8"  # blake2b(b"Paris is the capital of France.", digest_size=8)
-ALPHA_HASH = "ada215ebb32d82ee"  # blake2b(b"alpha text", digest_size=8)
-UNICODE_HASH = "6b0979585d8e5913"  # blake2b("héllo wörld".encode("utf-8"), digest_size=8)
+PARIS_HASH = keyed_digest(PARIS)
+ALPHA_HASH = keyed_digest("alpha text")
+UNICODE_HASH = keyed_digest("héllo wörld")
 
 
 # --- LangChain / LlamaIndex look-alikes: plain classes of the same shape ----------------------

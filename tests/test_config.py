@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 
 import pytest
 from opentelemetry import trace
@@ -109,7 +110,7 @@ def test_jsonl_exporter_string(tmp_path, global_provider_slot):
 def test_otlp_exporter_string(global_provider_slot, monkeypatch):
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
     provider = ragtrace.configure(exporter="otlp")
-    processor = provider._active_span_processor._span_processors[0]
+    processor = provider._active_span_processor._span_processors[0].inner  # ragtrace's swappable processor
     exporter = processor._batch_processor._exporter
     assert type(exporter).__name__ == "OTLPSpanExporter"
     assert exporter._endpoint == "http://127.0.0.1:9/v1/traces"
@@ -168,3 +169,56 @@ def test_stages_inherit_the_pipeline_tracer_provider(spans):
         r.record(["c"])
     assert sorted(s.attributes[names.RAG_STAGE] for s in own.get_finished_spans()) == ["pipeline", "retrieve"]
     assert [s.attributes[names.RAG_STAGE] for s in spans.all()] == ["retrieve"]
+
+
+def _export_threads() -> int:
+    return sum(1 for t in threading.enumerate() if "BatchSpan" in t.name or "OtelBatch" in t.name)
+
+
+def test_configure_called_fifty_times_leaves_one_provider_and_one_export_thread(global_provider_slot, caplog):
+    before = _export_threads()
+    exporters = [InMemorySpanExporter() for _ in range(50)]
+    with caplog.at_level(logging.WARNING, logger="ragtrace"):
+        providers = {id(ragtrace.configure(service_name="svc", exporter=e)) for e in exporters}
+    assert len(providers) == 1
+    assert _export_threads() - before == 1
+    assert "already has a TracerProvider" not in caplog.text  # that provider is ragtrace's own
+    assert all(e._stopped for e in exporters[:-1]) and not exporters[-1]._stopped  # the old ones were shut down
+    with ragtrace.retrieve("q") as r:
+        r.record(["a"])
+    trace.get_tracer_provider().force_flush()
+    assert len(exporters[-1].get_finished_spans()) == 1
+    assert not any(e.get_finished_spans() for e in exporters[:-1])
+
+
+def test_reconfiguring_flushes_what_the_old_exporter_held(global_provider_slot):
+    first, second = InMemorySpanExporter(), InMemorySpanExporter()
+    ragtrace.configure(exporter=first)  # batched: the span waits in the processor
+    with ragtrace.retrieve("q") as r:
+        r.record(["a"])
+    ragtrace.configure(exporter=second)
+    assert len(first.get_finished_spans()) == 1
+
+
+def test_a_new_service_name_gets_a_new_provider_and_no_app_warning(global_provider_slot, caplog):
+    first = ragtrace.configure(service_name="one", exporter=InMemorySpanExporter(), batch=False)
+    exporter = InMemorySpanExporter()
+    with caplog.at_level(logging.WARNING, logger="ragtrace"):
+        second = ragtrace.configure(service_name="two", exporter=exporter, batch=False)
+    assert second is not first and trace.get_tracer_provider() is first  # the global stays: OTel allows one
+    assert "already has a TracerProvider" not in caplog.text
+    with ragtrace.retrieve("q") as r:
+        r.record(["a"])
+    (span,) = exporter.get_finished_spans()
+    assert span.resource.attributes["service.name"] == "two"
+
+
+def test_a_private_own_provider_is_shut_down_when_replaced(global_provider_slot, caplog):
+    trace.set_tracer_provider(TracerProvider())  # the app's
+    exporters = [InMemorySpanExporter() for _ in range(3)]
+    with caplog.at_level(logging.WARNING, logger="ragtrace"):
+        for exporter in exporters:
+            ragtrace.configure(exporter=exporter, batch=False)
+        ragtrace.configure(tracer_provider=TracerProvider())
+    assert all(e._stopped for e in exporters)
+    assert caplog.text.count("already has a TracerProvider") == 1  # the app's provider, said once

@@ -377,6 +377,31 @@ def test_decorator_rejects_positional_options():
         ragtrace.retriever("kb")  # type: ignore[arg-type]
 
 
+class VectorStoreRetriever:
+    """A framework object, not a function: ``.invoke()`` would pass through a wrapper untraced."""
+
+    def invoke(self, query: str) -> list[dict]:
+        return DOCS
+
+
+@pytest.mark.parametrize("decorator", [ragtrace.retriever, ragtrace.reranker, ragtrace.generator, ragtrace.embedder, ragtrace.assembler])
+def test_decorating_an_object_that_is_not_a_function_is_refused(decorator):
+    with pytest.raises(TypeError, match="ragtrace.instrument"):
+        decorator()(VectorStoreRetriever())
+    with pytest.raises(TypeError, match="function or method"):
+        decorator(data_source="kb")(VectorStoreRetriever()) if decorator is ragtrace.retriever else decorator()(42)
+
+
+def test_a_callable_object_is_traced(spans):
+    class Search:
+        def __call__(self, query: str) -> list[dict]:
+            return DOCS
+
+    traced = ragtrace.retriever(data_source="kb")(Search())
+    assert traced("q") == DOCS
+    assert list(spans.one("retrieve").attributes[names.RAG_RETRIEVAL_CHUNK_IDS]) == ["a", "b"]
+
+
 def test_concurrent_tasks(spans):
     async def main():
         return await asyncio.gather(*(asearch(f"q{i}") for i in range(20)))

@@ -542,6 +542,28 @@ def test_ten_megabyte_strings(spans):
     exportable(spans.all())
 
 
+def test_a_ten_megabyte_exception_message_is_trimmed_like_other_text(spans):
+    """In full mode the message, the stack trace and the status description are content, cut to
+    max_content_chars: an untrimmed 10 MB message went out three times (30 MB) and could push a
+    batch past the OTLP request limit. The app's exception itself is untouched."""
+    message = "boom " * 2_000_000
+    error = AppError(message)
+    with pytest.raises(AppError) as caught:
+        with ragtrace.rag_pipeline("big"):
+            with ragtrace.retrieve():
+                raise error
+    assert caught.value is error and str(caught.value) == message
+    limit = config.current().max_content_chars
+    for span in spans.all():
+        assert len(span.status.description or "") <= limit
+        for event in span.events:
+            for key, value in event.attributes.items():
+                assert not isinstance(value, str) or len(value) <= limit, (span.name, key, len(value))
+        assert span.events[0].attributes["exception.message"] == message[:limit]
+        assert span.events[0].attributes["exception.stacktrace"].startswith("Traceback")
+    exportable(spans.all())
+
+
 def test_ten_thousand_chunks(spans):
     docs = [{"id": f"k{i}", "score": 1 / (i + 1), "content": f"chunk {i} text"} for i in range(10_000)]
     start = time.perf_counter()
@@ -962,6 +984,7 @@ def test_hundred_thousand_pipelines_leave_no_state(tmp_path):
     """Two interpreters in parallel (one per core): tracing off, and a provider that drops spans."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "RAGTRACE_"))}
     env["PYTHONPATH"] = str(ROOT)
+    env["RAGTRACE_HASH_KEY"] = os.environ["RAGTRACE_HASH_KEY"]  # else the one random-key warning counts as seen
     runs = {
         mode: subprocess.Popen([sys.executable, "-c", MEMORY_SCRIPT, mode], env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for mode in ("off", "recording")
@@ -990,3 +1013,79 @@ def test_essential_start_attributes_survive_any_count_limit(limit):
     (span,) = exporter.get_finished_spans()
     assert span.attributes[names.RAG_STAGE] == "generate"
     assert span.attributes[names.GEN_AI_OPERATION_NAME] == names.OP_CHAT
+
+
+FORK_SCRIPT = """
+import os, sys, threading, time
+import ragtrace
+from opentelemetry.sdk.trace import TracerProvider
+from ragtrace._internal import config, guard, keyed, otel_metrics, state
+
+ragtrace.configure(tracer_provider=TracerProvider(), capture_content="redact")
+locks = [(state, "_implicit_lock"), (guard, "_seen_lock"), (config, "_config_lock"), (config, "_own_lock"), (keyed, "_lock"), (otel_metrics, "_cache_lock")]
+held, release = threading.Event(), threading.Event()
+
+def hold():
+    taken = [getattr(module, name) for module, name in locks]
+    for lock in taken:
+        lock.acquire()
+    held.set()
+    release.wait()
+    for lock in taken:
+        lock.release()
+
+threading.Thread(target=hold, daemon=True).start()
+held.wait()
+pid = os.fork()  # every ragtrace lock is held by the other thread right now
+if pid == 0:
+    keyed.set_key(None)
+    with ragtrace.retrieve("q") as r:  # outside a pipeline: the trace-keyed state map
+        r.record(["a chunk without an id"])
+    with ragtrace.rag_pipeline("child", query="q"):
+        with ragtrace.generate(model="m") as g:
+            g.record("answer")
+    guard.warn_once("child", "a warning from the child")
+    ragtrace.configure(tracer_provider=TracerProvider())
+    os._exit(0)
+deadline = time.monotonic() + 30
+while time.monotonic() < deadline:
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        release.set()
+        print("child exit", os.waitstatus_to_exitcode(status))
+        sys.exit(0)
+    time.sleep(0.05)
+os.kill(pid, 9)
+print("child deadlocked")
+"""
+
+
+def test_a_forked_child_never_deadlocks_on_a_lock_held_at_fork_time(tmp_path):
+    done = subprocess.run([sys.executable, "-c", FORK_SCRIPT], capture_output=True, text=True, timeout=90, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "child exit 0", (done.stdout, done.stderr)
+
+
+class LeakyTokenizer:
+    """A user tokenizer whose error quotes its input, as many do."""
+
+    def count(self, text: str) -> int:
+        raise ValueError(f"cannot tokenize {text!r}")
+
+    def truncate(self, text: str, max_tokens: int) -> str:
+        raise ValueError(f"cannot tokenize {text!r}")
+
+
+@pytest.mark.parametrize("mode", ["redact", "hash", "full"])
+def test_ragtraces_log_lines_carry_no_content_in_redact_and_hash_modes(spans, production, caplog, mode):
+    ragtrace.configure(tracer_provider=spans.provider, capture_content=mode, tokenizer=LeakyTokenizer())
+    secret = "SECRET-4111-1111"
+    with caplog.at_level(logging.WARNING, logger="ragtrace"):
+        with ragtrace.rag_pipeline("p", query="q"):
+            with ragtrace.retrieve() as r:
+                r.record([{"id": "a", "content": f"card {secret}"}])
+            with ragtrace.assemble(max_tokens=100) as ctx:
+                ctx.add(r.chunks[0])
+    logged = "\n".join(caplog.text.splitlines() + [r.exc_text or "" for r in caplog.records])
+    assert ragtrace_warnings(caplog)  # the failure is reported either way
+    assert (secret in logged) == (mode == "full"), logged

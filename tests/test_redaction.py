@@ -7,9 +7,13 @@ OpenTelemetry SDK received: the finished spans, what span processors saw at star
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import os
 import re
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -19,7 +23,8 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, Tracer
 from opentelemetry.trace import StatusCode
 
 import ragtrace
-from ragtrace._internal import chunks, config, names, redaction
+from ids import keyed_digest
+from ragtrace._internal import chunks, config, keyed, names, redaction
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -44,6 +49,18 @@ HASH_ONLY = {names.RAG_RETRIEVAL_CONTENT_HASHES, names.RAG_CONTEXT_CONTENT_HASHE
 
 def is_content_key(key: str) -> bool:
     return any(p.fullmatch(key) for p in CONTENT_PATTERNS)
+
+
+PLACEHOLDER_SLOTS = [
+    re.compile(names.OI_LLM_INPUT_MESSAGES + r"\.\d+\." + re.escape(names.OI_MESSAGE_CONTENT)),
+    re.compile(names.OI_LLM_OUTPUT_MESSAGES + r"\.\d+\." + re.escape(names.OI_MESSAGE_CONTENT)),
+    re.compile(r"(retrieval\.documents|reranker\.(input|output)_documents)\.\d+\.document\.content"),
+]
+
+
+def is_placeholder(span: ReadableSpan, key: str) -> bool:
+    """A content slot Phoenix shows, carrying only the fixed redaction placeholder."""
+    return span.attributes[key] == names.REDACTED and any(p.fullmatch(key) for p in PLACEHOLDER_SLOTS)
 
 
 def exported_text(span: ReadableSpan) -> str:
@@ -190,7 +207,7 @@ def test_redact_and_hash_modes_record_no_content(spans, sdk_inputs, mode):
     assert leaked(marks, sniffer.seen) == {}  # processors never see it, at start or at end
     assert leaked(marks, sdk_inputs) == {}  # it is never even handed to the SDK
     for span in spans.all():
-        content = [k for k in span.attributes if is_content_key(k)]
+        content = [k for k in span.attributes if is_content_key(k) and not is_placeholder(span, k)]
         assert content == [], span.name
         if mode == "redact":
             assert not HASH_ONLY & set(span.attributes)
@@ -210,7 +227,7 @@ def test_redaction_removes_content_keys_and_nothing_else(spans, mode):
     redacted = {s.name + "/" + s.attributes.get(names.RAG_GENERATION_ROLE, ""): s for s in spans.all()}
     assert set(full) == set(redacted)
     for name, span in full.items():
-        kept = set(redacted[name].attributes) - HASH_ONLY
+        kept = {k for k in redacted[name].attributes if not is_placeholder(redacted[name], k)} - HASH_ONLY
         assert kept == {k for k in span.attributes if not is_content_key(k)}, name
         # per-run values (span ids, the query hash, the mode) differ between the two runs by nature
         per_run = {names.RAG_CONTENT_MODE, names.RAG_QUERY_HASH, names.RAG_CITATION_INVALID_LABELS, names.RAG_GENERATION_CONTEXT_SPAN_ID}
@@ -266,7 +283,7 @@ def test_hash_mode_adds_short_content_hashes_and_duplicates_stay_visible(spans):
     assert list(assemble[names.RAG_CONTEXT_DROPPED_REASONS]) == ["duplicate"]
     assert run.metrics["duplicate_chunks"] == 1
     assert spans.one("pipeline").attributes["rag.metrics.duplicate_chunks"] == 1
-    assert not any(is_content_key(k) for s in spans.all() for k in s.attributes)
+    assert not any(is_content_key(k) and not is_placeholder(s, k) for s in spans.all() for k in s.attributes)
 
 
 def test_proxies_are_the_same_in_every_mode(spans):
@@ -664,3 +681,143 @@ def test_a_redactor_sees_each_prompt_message_once_and_every_attribute_shows_its_
     assert attrs[names.indexed(names.OI_LLM_INPUT_MESSAGES, 1, names.OI_MESSAGE_CONTENT)] == "WHAT IS BM25?"
     assert attrs[names.OI_OUTPUT_VALUE] == "LEXICAL RANKING"
     assert attrs[names.indexed(names.OI_LLM_OUTPUT_MESSAGES, 0, names.OI_MESSAGE_CONTENT)] == "LEXICAL RANKING"
+
+
+@pytest.mark.parametrize("mode", ["redact", "hash"])
+def test_redacted_slots_phoenix_shows_carry_the_placeholder(spans, mode):
+    """Message bars and document cards say the content was withheld, rather than showing empty."""
+    ragtrace.configure(tracer_provider=spans.provider, capture_content=mode)
+    docs = [{"id": "d1", "score": 0.9, "content": "SECRET chunk"}]
+    with ragtrace.rag_pipeline("p", query="SECRET q"):
+        with ragtrace.retrieve("SECRET q") as r:
+            r.record(docs)
+        with ragtrace.rerank(model="m") as rr:
+            rr.record(docs)
+        with ragtrace.generate(model="m", prompt=[{"role": "system", "content": "SECRET sys"}, {"role": "user", "content": "SECRET q"}]) as g:
+            g.record("SECRET answer [1]")
+    retrieve, rerank, generate = (spans.one(s).attributes for s in ("retrieve", "rerank", "generate"))
+    assert retrieve["retrieval.documents.0.document.content"] == names.REDACTED
+    assert rerank["reranker.output_documents.0.document.content"] == names.REDACTED
+    assert generate["llm.input_messages.0.message.content"] == generate["llm.input_messages.1.message.content"] == names.REDACTED
+    assert generate["llm.output_messages.0.message.content"] == names.REDACTED
+    assert all("SECRET" not in exported_text(s) for s in spans.all())
+
+
+def test_full_mode_has_no_placeholder(spans):
+    ragtrace.configure(tracer_provider=spans.provider)
+    with ragtrace.generate(model="m", prompt="hello") as g:
+        g.record("hi")
+    assert names.REDACTED not in exported_text(spans.one("generate"))
+
+
+# --- content-derived values are keyed (threat model in docs/redaction.md) ---------------------------
+def unkeyed_digests(text: str) -> set[str]:
+    """What an attacker with a list of guesses computes: common unkeyed hashes of the text as given
+    and normalised, whole and cut to the lengths ragtrace exports."""
+    found = set()
+    for variant in {text, " ".join(text.lower().split())}:
+        data = variant.encode("utf-8")
+        for digest in (
+            hashlib.blake2b(data, digest_size=8).hexdigest(),
+            hashlib.blake2b(data).hexdigest(),
+            hashlib.sha256(data).hexdigest(),
+            hashlib.sha1(data).hexdigest(),
+            hashlib.md5(data).hexdigest(),
+        ):
+            found |= {digest, digest[:16]}
+    return found
+
+
+class LangChainDocument:
+    def __init__(self, page_content: str) -> None:
+        self.page_content, self.metadata, self.id = page_content, {}, None
+
+
+@pytest.mark.parametrize("mode", ["redact", "hash", "full"])
+def test_no_unkeyed_content_derived_value_is_exported(spans, mode):
+    ragtrace.configure(tracer_provider=spans.provider, capture_content=mode)
+    query = "my PIN is 4821"
+    contents = ["4821", "short chunk", "tuple chunk"]
+    with ragtrace.rag_pipeline("pin", query=query):
+        with ragtrace.retrieve(query) as r:
+            r.record([contents[0], LangChainDocument(contents[1]), (contents[2], 0.5)])
+        with ragtrace.assemble() as ctx:
+            for chunk in r.chunks:
+                ctx.add(chunk)
+        with ragtrace.generate(model="m", prompt=ctx.prompt) as g:
+            g.record("It is [1].")
+    exported = "\n".join(exported_text(s) for s in spans.all())
+    guesses = {text: unkeyed_digests(text) for text in (query, *contents)}
+    assert {text for text, digests in guesses.items() if any(d in exported for d in digests)} == set()
+    pipeline = spans.one("pipeline").attributes
+    assert pipeline[names.RAG_QUERY_HASH] == keyed_digest(" ".join(query.lower().split()), b"ragtrace-query")
+    assert list(spans.one("retrieve").attributes[names.RAG_RETRIEVAL_CHUNK_IDS]) == [keyed_digest(c) for c in contents]
+
+
+def test_a_dictionary_attack_on_the_query_hash_finds_nothing(spans):
+    ragtrace.configure(tracer_provider=spans.provider, capture_content="redact")
+    with ragtrace.rag_pipeline("pin", query="my PIN is 4821"):
+        pass
+    exported = spans.one("pipeline").attributes[names.RAG_QUERY_HASH]
+    candidates = (f"my pin is {n:04d}" for n in range(10_000))
+    assert not any(
+        hashlib.sha256(c.encode()).hexdigest()[:16] == exported or hashlib.blake2b(c.encode(), digest_size=8).hexdigest() == exported
+        for c in candidates
+    )
+
+
+def _ids_in_a_fresh_process(tmp_path, env: dict[str, str], code: str = "") -> tuple[list[str], str]:
+    script = tmp_path / "ids.py"
+    script.write_text(
+        "import json, ragtrace\n"
+        "from opentelemetry.sdk.trace import TracerProvider\n"
+        "from opentelemetry.sdk.trace.export import SimpleSpanProcessor\n"
+        "from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter\n"
+        "exporter = InMemorySpanExporter(); provider = TracerProvider(); provider.add_span_processor(SimpleSpanProcessor(exporter))\n"
+        f"ragtrace.configure(tracer_provider=provider, capture_content='redact'{code})\n"
+        "with ragtrace.rag_pipeline('p', query='Where is Paris?'):\n"
+        "    with ragtrace.retrieve() as r:\n"
+        "        r.record(['Paris is in France.'])\n"
+        "found = {s.attributes['rag.stage']: dict(s.attributes) for s in exporter.get_finished_spans()}\n"
+        "print(json.dumps([found['pipeline']['rag.query.hash'], *found['retrieve']['rag.retrieval.chunk_ids']]))\n"
+    )
+    environment = {k: v for k, v in os.environ.items() if k != "RAGTRACE_HASH_KEY"} | env
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=environment, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout), done.stderr
+
+
+def test_a_shared_key_keeps_ids_stable_across_processes(tmp_path):
+    first, _ = _ids_in_a_fresh_process(tmp_path, {"RAGTRACE_HASH_KEY": "shared secret"})
+    second, _ = _ids_in_a_fresh_process(tmp_path, {}, ", hash_key='shared secret'")
+    other, _ = _ids_in_a_fresh_process(tmp_path, {"RAGTRACE_HASH_KEY": "another secret"})
+    assert first == second
+    assert not set(first) & set(other)
+
+
+def test_without_a_key_each_process_gets_its_own_random_key_and_one_warning(tmp_path):
+    first, log = _ids_in_a_fresh_process(tmp_path, {})
+    second, _ = _ids_in_a_fresh_process(tmp_path, {})
+    assert not set(first) & set(second)
+    assert log.count("RAGTRACE_HASH_KEY") == 1 and "golden set" in log and "random key" in log
+
+
+def test_without_a_key_the_random_key_is_kept_for_the_process(spans, monkeypatch, caplog):
+    monkeypatch.delenv("RAGTRACE_HASH_KEY")
+    keyed.forget()
+    try:
+        with caplog.at_level(logging.WARNING, logger="ragtrace"):
+            ragtrace.configure(tracer_provider=spans.provider, capture_content="redact")
+            first = chunks.content_hash("text")
+            ragtrace.configure(tracer_provider=spans.provider)  # reconfiguring keeps the process's key
+            assert chunks.content_hash("text") == first != keyed_digest("text")
+        assert len([r for r in caplog.records if "random key" in r.getMessage()]) == 1
+    finally:
+        keyed.forget()
+
+
+@pytest.mark.parametrize(("key", "error"), [(123, TypeError), ("", ValueError), (b"", ValueError), (["k"], TypeError)])
+def test_a_bad_hash_key_raises_at_the_call_site(key, error):
+    with pytest.raises(error):
+        ragtrace.configure(hash_key=key)
+    assert config.current() == config.Config()

@@ -69,10 +69,9 @@ class Assemble(Stage):
     def add(self, chunk: Any) -> bool:
         """Place a chunk in the context; returns False when it did not land (duplicate, budget).
         A list of chunks places each in order, and returns whether all of them landed."""
-        if type(chunk) is list:
-            landed = [self.add(item) for item in chunk]
-            return bool(landed) and all(landed)
-        return bool(call_guarded("assembly bookkeeping", self._add, chunk, default=False))
+        items = chunk if type(chunk) is list else [chunk]  # one level: a list inside it is one item, never recursed into
+        landed = [bool(call_guarded("assembly bookkeeping", self._add, item, default=False)) for item in items]
+        return bool(landed) and all(landed)
 
     def _add(self, chunk: Any) -> bool:
         chunk = self._canonical(chunk)

@@ -8,13 +8,13 @@ Items that can't be understood are counted, never raised on.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from .guard import warn_once
+from .keyed import content_digest
 
 IdOf = Callable[[Any], Any]
 ContentOf = Callable[[Any], Any]
@@ -75,8 +75,8 @@ def make_accessors(id_of: IdOf | None = None, content_of: ContentOf | None = Non
 
 
 def content_hash(text: str) -> str:
-    """Short stable hash of chunk text: the id of id-less chunks and the duplicate key."""
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+    """Short keyed digest of chunk text: the id of id-less chunks and the duplicate key (``keyed``)."""
+    return content_digest(text)
 
 
 def normalize(items: Any, accessors: Accessors = NO_ACCESSORS, *, start_rank: int = 1) -> Normalized:

@@ -17,9 +17,10 @@ from opentelemetry import metrics, trace
 from opentelemetry.metrics import _internal as _metrics_api
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
 
-from . import guard
+from . import guard, keyed
 from .redaction import (
     ContentPolicy,
     Redactor,
@@ -82,6 +83,7 @@ def configure(
     capture_content: str | None = None,
     redactor: Redactor | None = None,
     full_content_sample: float | None = None,
+    hash_key: str | bytes | None = None,
     openinference: bool = True,
     max_documents: int = 10,
     max_content_chars: int = 4000,
@@ -98,6 +100,8 @@ def configure(
     ``full_content_sample`` (0 to 1): that share of pipelines records full content instead, decided
     once per pipeline at its root from its trace id (e.g. ``capture_content="redact",
     full_content_sample=0.05``); a pipeline's own ``capture_content=`` wins.
+    ``hash_key`` keys every value derived from content that is exported (ids of id-less chunks,
+    content hashes, ``rag.query.hash``); default ``RAGTRACE_HASH_KEY``, else a random key per process.
     ``batch`` picks the span processor (default: batch, except for the console exporter).
 
     Returns the TracerProvider ragtrace will use (``None`` means the global one). Invalid arguments
@@ -123,17 +127,18 @@ def configure(
         raise TypeError("tokenizer must have count(text) and truncate(text, max_tokens) methods")
     mode = check_mode(capture_content) if capture_content is not None else (mode_from_environment() or "full")
     sample = check_sample(full_content_sample, mode) if full_content_sample is not None else sample_from_environment(mode)
+    key = keyed.check_key(hash_key)
 
     provider = tracer_provider
     if exporter is not None:
         span_exporter, default_batch = _exporter(exporter)
-        resource = Resource.create({SERVICE_NAME: service_name} if service_name else {})
-        sdk_provider = TracerProvider(resource=resource)
         use_batch = default_batch if batch is None else batch
-        sdk_provider.add_span_processor(BatchSpanProcessor(span_exporter) if use_batch else SimpleSpanProcessor(span_exporter))
-        provider = sdk_provider
-        _install_globally(sdk_provider)
+        processor = BatchSpanProcessor(span_exporter) if use_batch else SimpleSpanProcessor(span_exporter)
+        provider = _own_provider(Resource.create({SERVICE_NAME: service_name} if service_name else {}), processor)
+    else:
+        _retire_own()
 
+    keyed.set_key(key)
     with _config_lock:
         _config = Config(
             tracer_provider=provider,
@@ -160,6 +165,8 @@ def restore(previous: Config) -> None:
 def reset() -> None:
     """Back to the unconfigured state (environment and defaults). For tests."""
     global _config
+    keyed.set_key(None)
+    _retire_own(even_global=True)
     with _config_lock:
         _config = _initial()
 
@@ -210,14 +217,98 @@ def _exporter(exporter: str | SpanExporter) -> tuple[SpanExporter, bool]:
     raise ValueError(f"unknown exporter {exporter!r}: use 'console', 'otlp', 'jsonl:PATH' or a SpanExporter")
 
 
+# --- ragtrace's own provider (configure(exporter=...)) -------------------------------------------
+class _Exporting(SpanProcessor):
+    """The one span processor of ragtrace's own provider. Reconfiguring swaps the processor it
+    forwards to and shuts the old one down, so 50 configure() calls leave one provider and one
+    export thread, not 50."""
+
+    def __init__(self, inner: SpanProcessor) -> None:
+        self.inner = inner
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        self.inner.on_start(span, parent_context=parent_context)
+
+    def on_end(self, span: Any) -> None:
+        self.inner.on_end(span)
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
+@dataclass
+class _Own:
+    provider: TracerProvider
+    exporting: _Exporting
+
+
+_own: _Own | None = None
+_own_lock = threading.Lock()
+_made: weakref.WeakSet[TracerProvider] = weakref.WeakSet()  # every provider ragtrace created
+
+
+def _own_provider(resource: Resource, processor: SpanProcessor) -> TracerProvider:
+    """ragtrace's provider for a new exporter: the current one with its processor swapped when
+    the resource is unchanged, else a new one (the old one shut down unless it is the global)."""
+    global _own
+    with _own_lock:
+        own = _own
+        if own is not None and own.provider.resource == resource:
+            old, own.exporting.inner = own.exporting.inner, processor
+            old.shutdown()  # flushes what it holds
+        else:
+            provider = TracerProvider(resource=resource)
+            exporting = _Exporting(processor)
+            provider.add_span_processor(exporting)
+            _made.add(provider)
+            _own, previous = _Own(provider, exporting), own
+            if previous is not None:
+                _shut_down_unless_global(previous.provider)
+        _install_globally(_own.provider)
+        return _own.provider
+
+
+def _retire_own(*, even_global: bool = False) -> None:
+    """ragtrace no longer exports through its own provider: shut it down (a global one the app may
+    use stays, unless ``reset()`` for tests)."""
+    global _own
+    with _own_lock:
+        own, _own = _own, None
+    if own is not None:
+        if even_global:
+            own.provider.shutdown()
+        else:
+            _shut_down_unless_global(own.provider)
+
+
+def _shut_down_unless_global(provider: TracerProvider) -> None:
+    if trace.get_tracer_provider() is not provider:
+        provider.shutdown()
+
+
 def _install_globally(provider: TracerProvider) -> None:
-    if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+    current = trace.get_tracer_provider()
+    if current is provider:
+        return
+    if isinstance(current, trace.ProxyTracerProvider):
         trace.set_tracer_provider(provider)
-    else:
-        guard.logger.warning(
-            "ragtrace: the application already has a TracerProvider; ragtrace's exporter is used for "
-            "ragtrace's spans only and the application's provider is left untouched"
+    elif current in _made:
+        guard.warn_once(
+            "own-global-resource",
+            "service_name changed after ragtrace installed its TracerProvider globally; the global "
+            "provider keeps the old resource (OpenTelemetry allows one global provider) and ragtrace's "
+            "spans use the new one",
         )
+    else:
+        guard.warn_once(  # once per provider of the app's, however often configure() runs
+            f"app-provider:{id(current)}",
+            "the application already has a TracerProvider; ragtrace's exporter is used for "
+            "ragtrace's spans only and the application's provider is left untouched",
+        )
+
 
 
 # --- resolution on the hot path ---------------------------------------------------------------
@@ -286,3 +377,6 @@ _NO_METER_PROVIDER = metrics.NoOpMeterProvider()
 # Providers named in the environment are created lazily by the API's getters: use those then.
 _ENVIRONMENT_PROVIDERS = bool(os.environ.get("OTEL_PYTHON_TRACER_PROVIDER") or os.environ.get("OTEL_PYTHON_METER_PROVIDER"))
 _READ_SLOTS = not _ENVIRONMENT_PROVIDERS and hasattr(trace, "_TRACER_PROVIDER") and hasattr(_metrics_api, "_METER_PROVIDER")
+
+
+guard.new_locks_after_fork(__name__, "_config_lock", "_own_lock")

@@ -243,12 +243,21 @@ def _is_prompt(value: Any) -> bool:
 
 # --- the public decorators -------------------------------------------------------------------
 def _bare_or_configured(func: Any, build: Callable[[Any], Any]) -> Any:
-    """Support both ``@decorator`` and ``@decorator(option=...)``."""
+    """Support both ``@decorator`` and ``@decorator(option=...)``; anything but a callable is
+    refused at once (a wrapped object would pass its methods, ``.invoke()`` say, through untraced)."""
     if func is None:
-        return build
+        return lambda f: build(_callable(f))
+    return build(_callable(func))
+
+
+def _callable(func: Any) -> Any:
     if not callable(func):
-        raise TypeError(f"expected a function to decorate, got {type(func).__name__}; pass options as keywords")
-    return build(func)
+        raise TypeError(
+            f"ragtrace decorators trace a function or method, got a {type(func).__name__} object. Pass options "
+            "as keywords; for a framework object (a LangChain retriever, a LlamaIndex query engine, an OpenAI "
+            "client) use ragtrace.instrument(...), or decorate a function that calls it"
+        )
+    return func
 
 
 def retriever(

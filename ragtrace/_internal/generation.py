@@ -276,6 +276,8 @@ class Generate(Stage):
                     self.attrs.set(prefix + names.OI_MESSAGE_ROLE, str(message.get("role", "user")))
                     if gated is not None:
                         self._gated(prefix + names.OI_MESSAGE_CONTENT, gated[index][1])
+                    elif not policy.captures:
+                        self.attrs.set(prefix + names.OI_MESSAGE_CONTENT, names.REDACTED)
                 if isinstance(self.prompt, str):
                     self._oi_value(names.OI_INPUT_VALUE, gated[0][1] if gated else None, gated=True)
                 else:
@@ -290,7 +292,7 @@ class Generate(Stage):
                 prefix = names.indexed(names.OI_LLM_OUTPUT_MESSAGES, 0, "")
                 self.attrs.set(prefix + names.OI_MESSAGE_ROLE, "assistant")
                 text = answer[0][1] if answer is not None else None
-                self._gated(prefix + names.OI_MESSAGE_CONTENT, text)
+                self._gated(prefix + names.OI_MESSAGE_CONTENT, text if text is not None or policy.captures else names.REDACTED)
                 self._oi_value(names.OI_OUTPUT_VALUE, text, gated=True)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 from collections.abc import Callable
 from typing import TypeVar
@@ -21,6 +22,41 @@ _T = TypeVar("_T")
 _strict = os.environ.get("RAGTRACE_STRICT", "").strip().lower() in ("1", "true", "yes")
 _seen: set[tuple[str, str]] = set()
 _seen_lock = threading.Lock()
+
+
+def new_locks_after_fork(module_name: str, *lock_names: str) -> None:
+    """Give a forked child fresh module locks. A lock another thread held at ``fork()`` is never
+    released in the child (that thread doesn't exist there), so using it would deadlock the
+    forked worker (gunicorn, multiprocessing)."""
+    if not hasattr(os, "register_at_fork"):  # Windows: no fork
+        return
+
+    def renew() -> None:
+        module = sys.modules[module_name]
+        for name in lock_names:
+            setattr(module, name, threading.Lock())
+
+    os.register_at_fork(after_in_child=renew)
+
+
+def _always() -> bool:
+    return True
+
+
+_content_check: Callable[[], bool] = _always
+
+
+def set_content_check(check: Callable[[], bool]) -> None:
+    """How ``report`` learns whether the content mode in force is ``full`` (set by ``stage``)."""
+    global _content_check
+    _content_check = check
+
+
+def _logs_may_show_content() -> bool:
+    try:
+        return _content_check()
+    except Exception:  # noqa: BLE001 - unsure: fail closed
+        return False
 
 
 def set_strict(strict: bool) -> bool:
@@ -52,14 +88,20 @@ def report(step: str, error: BaseException) -> None:
         if first:
             _seen.add(key)
     if first:
-        logger.warning(
-            "ragtrace: internal error in %s (%s); the application is unaffected, "
-            "this step's telemetry is skipped. Further %s errors from the same place are not logged.",
-            step,
-            type(error).__name__,
-            type(error).__name__,
-            exc_info=error,
-        )
+        name = type(error).__name__
+        if _logs_may_show_content():
+            logger.warning(
+                "ragtrace: internal error in %s (%s); the application is unaffected, "
+                "this step's telemetry is skipped. Further %s errors from the same place are not logged.",
+                step, name, name, exc_info=error,
+            )
+        else:  # the message and traceback may quote content (a tokenizer's error quoting its input)
+            logger.warning(
+                "ragtrace: internal error in %s (%s at %s); the application is unaffected, this step's "
+                "telemetry is skipped. Its message and traceback are not logged because content capture "
+                "is off (redact/hash mode). Further %s errors from the same place are not logged.",
+                step, name, key[0], name,
+            )
     if _strict:
         raise error
 
@@ -107,3 +149,6 @@ def reset_log_once() -> None:
     """Forget which errors were logged (tests check that each is logged exactly once)."""
     with _seen_lock:
         _seen.clear()
+
+
+new_locks_after_fork(__name__, "_seen_lock")

@@ -258,6 +258,9 @@ OI_USER_ID: Final = "user.id"
 OI_METADATA: Final = "metadata"  # a JSON object as a string; its values may be content
 OI_TAG_TAGS: Final = "tag.tags"
 ANNOTATOR_CODE: Final = "CODE"  # the figures are computed by code, not a human or an LLM judge
+# In redact and hash modes, the message and document content slots Phoenix would show empty carry
+# this, so a reader sees the content was withheld on purpose. Fixed text: it says nothing of the content.
+REDACTED: Final = "[redacted]"
 MIME_TEXT: Final = "text/plain"
 MIME_JSON: Final = "application/json"
 
@@ -346,7 +349,7 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(RAG_STAGE, "string", _ALL, False, "pipeline, embed, retrieve, rerank, assemble, generate; evaluation on a record_score span."),
     AttributeInfo(RAG_PIPELINE_ATTRIBUTE_PREFIX + "<key>", "any primitive", "pipeline", False, "Extra keyword arguments of rag_pipeline (version, route...)."),
     AttributeInfo(RAG_QUERY_ID, "string", "pipeline", False, "Caller-supplied query id, for golden-set eval."),
-    AttributeInfo(RAG_QUERY_HASH, "string", "pipeline", False, "sha256 prefix of the normalised query: joins golden sets under redaction."),
+    AttributeInfo(RAG_QUERY_HASH, "string", "pipeline", False, "Keyed digest (hash key) of the normalised query: joins golden sets under redaction."),
     AttributeInfo(RAG_CONTENT_MODE, "string", "pipeline", False, "Content policy in force: full, redact or hash."),
     AttributeInfo(RAG_CONTENT_SAMPLED, "boolean", "pipeline", False, "With full_content_sample: whether this pipeline was drawn for full content."),
     AttributeInfo(RAG_CONTENT_SAMPLE_SHARE, "double", "pipeline", False, "With full_content_sample: the share of pipelines drawn for full content."),
@@ -355,7 +358,7 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(RAG_RETRIEVAL_SCORES, "double[]", "retrieve", False, "Scores aligned with chunk_ids (NaN when absent)."),
     AttributeInfo(RAG_RETRIEVAL_RANKS, "int[]", "retrieve", False, "1-based ranks aligned with chunk_ids."),
     AttributeInfo(RAG_RETRIEVAL_CHUNK_TOKENS, "int[]", "retrieve", False, "Token counts aligned with chunk_ids."),
-    AttributeInfo(RAG_RETRIEVAL_CONTENT_HASHES, "string[]", "retrieve", False, "hash mode only: short content hash per chunk."),
+    AttributeInfo(RAG_RETRIEVAL_CONTENT_HASHES, "string[]", "retrieve", False, "hash mode only: keyed content digest per chunk."),
     AttributeInfo(RAG_RETRIEVAL_RESULT_COUNT, "int", "retrieve", False, "Number of results."),
     AttributeInfo(RAG_RETRIEVAL_TOP_SCORE, "double", "retrieve", False, "Best score (absent when no scores)."),
     AttributeInfo(RAG_RERANK_TOP_N, "int", "rerank", False, "How many results the reranker keeps."),
@@ -378,7 +381,7 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(RAG_CONTEXT_MAX_TOKENS, "int", "assemble", False, "The token budget."),
     AttributeInfo(RAG_CONTEXT_DROPPED_IDS, "string[]", "assemble", False, "Chunks that did not land."),
     AttributeInfo(RAG_CONTEXT_DROPPED_REASONS, "string[]", "assemble", False, "over_budget, duplicate, filtered, reranked_out, not_added, not_found, outside_sources, not_rendered, not_in_prompt or a user reason."),
-    AttributeInfo(RAG_CONTEXT_CONTENT_HASHES, "string[]", "assemble", False, "hash mode only: content hash per placed chunk."),
+    AttributeInfo(RAG_CONTEXT_CONTENT_HASHES, "string[]", "assemble", False, "hash mode only: keyed content digest per placed chunk."),
     AttributeInfo(RAG_GENERATION_ROLE, "string", "generate", False, "answer, or another role (rewrite, grader...) left out of the figures."),
     AttributeInfo(RAG_GENERATION_CONTEXT_SPAN_ID, "string", "generate", False, "Span id (hex) of the assemble span whose context this generation was scored against."),
     AttributeInfo(RAG_CITATION_IDS, "string[]", "generate", False, "Validly cited chunk ids, first-cited first."),

@@ -16,6 +16,7 @@ from typing import Any
 from opentelemetry import metrics
 
 from . import names
+from .guard import new_locks_after_fork
 from .config import INSTRUMENTATION_NAME, VERSION, Config, global_meter_provider, meter_provider_unset
 
 # GenAI semantic-convention bucket boundaries (seconds and tokens); ratio buckets for the proxies.
@@ -119,3 +120,6 @@ def labels(pipeline: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
     values = dict(pipeline)
     values.update({k: v for k, v in extra.items() if v is not None})
     return values
+
+
+new_locks_after_fork(__name__, "_cache_lock")

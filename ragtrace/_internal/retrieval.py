@@ -207,6 +207,8 @@ def _oi_documents(stage: Stage, prefix: str, chunks: Sequence[Chunk]) -> None:
         content = allowed(chunk.content)
         if content is not None:
             values[content_key] = trim_text(content, limit)
+        elif not stage.config.content.captures and chunk.content is not None:
+            values[content_key] = names.REDACTED
     stage.attrs.set_many(values)
 
 

@@ -188,19 +188,21 @@ def _may_evict(span: Span, count: int) -> bool:
     return isinstance(limit, int) and count >= limit  # None: no limit
 
 
-def record_error(span: Span, error: BaseException, policy: ContentPolicy) -> None:
-    """Status ERROR, ``error.type`` and an exception event; the message obeys the content policy."""
+def record_error(span: Span, error: BaseException, policy: ContentPolicy, max_chars: int) -> None:
+    """Status ERROR, ``error.type`` and an exception event; the message obeys the content policy and,
+    like every other text, is trimmed to ``max_chars`` (after the redactor, so it sees it whole)."""
     if not span.is_recording():
         return
     type_name = type(error).__qualname__
     message = _safe_str(error) if policy.captures else type_name
     if policy.captures and message is not None:
         message = policy.text(message)
+        message = trim_text(message, max_chars) if message is not None else None
     attributes: dict[str, Any] = {_EXC_TYPE: type_name, _EXC_MESSAGE: message or type_name, _EXC_ESCAPED: True}
     if policy.captures:  # the traceback repeats the message: it passes the redactor too
         stacktrace = policy.text("".join(traceback.format_exception(type(error), error, error.__traceback__)))
         if stacktrace is not None:
-            attributes[_EXC_STACKTRACE] = stacktrace
+            attributes[_EXC_STACKTRACE] = trim_text(stacktrace, max_chars)
     span.add_event(_EXCEPTION_EVENT, attributes)
     span.set_attribute(names.ERROR_TYPE, type_name)
     span.set_status(Status(StatusCode.ERROR, message or type_name))

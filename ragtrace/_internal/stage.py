@@ -7,7 +7,6 @@ own exceptions are recorded on the span and pass through untouched.
 
 from __future__ import annotations
 
-import hashlib
 import time
 
 from typing import Any
@@ -20,7 +19,8 @@ from . import config as config_module
 from . import figures as figures_module
 from . import names, otel_metrics, state as state_module
 from .config import Config
-from .guard import guard, warn_once
+from .guard import guard, set_content_check, warn_once
+from .keyed import query_digest
 from .spans import Attributes, all_passed, json_messages_within, record_error, trim_text, value_length_limit
 
 
@@ -130,7 +130,7 @@ class Stage:
             return
         if error is not None:
             with guard("error recording"):
-                record_error(self.span, error, self.config.content)
+                record_error(self.span, error, self.config.content, self.config.max_content_chars)
         with guard(f"{self.stage} bookkeeping"):
             self.on_close()
         with guard("metrics"):
@@ -217,6 +217,9 @@ def effective_config() -> Config:
     return state.config if state is not None else config_module.current()
 
 
+set_content_check(lambda: effective_config().content.captures)  # ragtrace's own log lines obey the policy too
+
+
 def int_or_none(value: Any, what: str) -> int | None:
     if value is None:
         return None
@@ -283,9 +286,9 @@ def set_figures(stage: Stage, result: figures_module.Figures, *, events: bool = 
 
 
 def query_hash(query: str) -> str:
-    """Joins traces to a golden set when query text is redacted: sha256 of the normalised query."""
-    normalized = " ".join(query.lower().split())
-    return hashlib.sha256(normalized.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    """Joins traces to a golden set when query text is redacted: the keyed digest of the
+    normalised query (``keyed``), so it can't be recomputed from a guessed query without the key."""
+    return query_digest(query)
 
 
 

@@ -20,6 +20,7 @@ from .assembly import ContextRecord
 from .chunks import Chunk
 from .config import Config
 from .figures import Answer
+from .guard import new_locks_after_fork
 
 _IMPLICIT_CAPACITY = 256
 
@@ -108,3 +109,6 @@ def implicit_count() -> int:
     """How many trace-keyed states are held (bounded; for tests)."""
     with _implicit_lock:
         return len(_implicit)
+
+
+new_locks_after_fork(__name__, "_implicit_lock")

@@ -339,9 +339,8 @@ class _Index:
     def match(self, row: Row) -> GoldenQuery | None:
         if row.query_id is not None and row.query_id in self.by_id:
             return self.by_id[row.query_id]
-        digest = row.query_hash
-        if digest is None and row.query is not None:
-            digest = query_hash(row.query)
+        # the text when the trace has it: a trace's rag.query.hash matches only under the same hash key
+        digest = query_hash(row.query) if row.query is not None else row.query_hash
         return self.by_hash.get(digest) if digest is not None else None
 
 

@@ -1,0 +1,109 @@
+"""Keyed digests: the only values derived from content that ragtrace lets out of the process.
+
+An unkeyed hash of content is content: whoever can guess the text (a 4-digit PIN in a query, a
+short chunk) confirms the guess from the hash. So the id of an id-less chunk, the hash-mode content
+hashes and ``rag.query.hash`` are keyed BLAKE2b digests (BLAKE2's built-in MAC mode, RFC 7693),
+with a separate personalisation per purpose. Without the key they can't be recomputed from a guess.
+
+The key is ``configure(hash_key=...)``, else ``RAGTRACE_HASH_KEY``, else a random key made once per
+process, with a one-time warning: digests then agree within the process only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import threading
+from typing import Final
+
+from .guard import new_locks_after_fork, warn_once
+
+ENV_KEY: Final = "RAGTRACE_HASH_KEY"
+_CONTENT: Final = b"ragtrace-chunk"
+_QUERY: Final = b"ragtrace-query"
+_DIGEST_BYTES: Final = 8  # 16 hex digits
+
+_lock = threading.Lock()
+_given: bytes | None = None  # from configure(hash_key=...)
+_random: bytes | None = None  # made once, kept for the life of the process
+_hashers: dict[bytes, hashlib._Hash] | None = None  # per purpose, keyed; copied for each digest
+
+
+def check_key(key: object) -> bytes | None:
+    """Validate ``configure(hash_key=...)``: a non-empty str or bytes (None: environment or random)."""
+    if key is None:
+        return None
+    if isinstance(key, str):
+        key = key.encode("utf-8")
+    if not isinstance(key, (bytes, bytearray)):
+        raise TypeError(f"hash_key must be a str or bytes, got {type(key).__name__}")
+    if not key:
+        raise ValueError("hash_key must not be empty")
+    return bytes(key)
+
+
+def set_key(key: bytes | None) -> None:
+    """The key ``configure()`` was given, or None to take ``RAGTRACE_HASH_KEY`` or the random key."""
+    global _given, _hashers
+    with _lock:
+        _given, _hashers = key, None
+
+
+def _key() -> bytes:
+    global _random
+    if _given is not None:
+        return _given
+    raw = os.environ.get(ENV_KEY, "")
+    if raw:
+        return raw.encode("utf-8")
+    if _random is None:
+        _random = secrets.token_bytes(32)
+        warn_once(
+            "random-hash-key",
+            "no hash key is set (configure(hash_key=...) or %s), so ids of chunks without an id, content "
+            "hashes and rag.query.hash are keyed with a random key for this process. They agree within "
+            "this process only: the same id-less chunk gets another id in another process or after a "
+            "restart, and `ragtrace eval` can't join redacted traces to a golden set by query. Set a "
+            "secret key shared by your processes to keep them stable.",
+            ENV_KEY,
+        )
+    return _random
+
+
+def _hasher(purpose: bytes) -> hashlib._Hash:
+    global _hashers
+    hashers = _hashers
+    if hashers is None:
+        with _lock:
+            key = _key()
+            if len(key) > 64:  # BLAKE2b keys are at most 64 bytes
+                key = hashlib.blake2b(key).digest()
+            hashers = _hashers = {
+                purpose: hashlib.blake2b(digest_size=_DIGEST_BYTES, key=key, person=purpose) for purpose in (_CONTENT, _QUERY)
+            }
+    return hashers[purpose]
+
+
+def content_digest(text: str) -> str:
+    """The keyed digest of chunk text: the id of an id-less chunk and its duplicate key."""
+    hasher = _hasher(_CONTENT).copy()
+    hasher.update(text.encode("utf-8", "surrogatepass"))
+    return hasher.hexdigest()
+
+
+def query_digest(query: str) -> str:
+    """``rag.query.hash``: the keyed digest of the query, case and whitespace normalised."""
+    hasher = _hasher(_QUERY).copy()
+    hasher.update(" ".join(query.lower().split()).encode("utf-8", "surrogatepass"))
+    return hasher.hexdigest()
+
+
+def forget() -> None:
+    """Back to no key at all (tests of the random-key path): a new random key on next use."""
+    global _given, _random, _hashers
+    with _lock:
+        _given = _random = _hashers = None
+
+
+new_locks_after_fork(__name__, "_lock")
