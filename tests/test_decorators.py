@@ -11,7 +11,7 @@ from opentelemetry import trace
 from opentelemetry.trace import StatusCode
 
 import ragtrace
-from ragtrace._internal import names
+from ragtrace._internal import config, names
 
 DOCS = [{"id": "a", "score": 0.9, "content": "alpha text"}, {"id": "b", "score": 0.5, "content": "beta text"}]
 
@@ -334,14 +334,42 @@ def test_tracing_off_calls_straight_through():
     assert otel_context.get_current() == before
 
 
-def test_tracing_off_pipeline_still_measures():
-    with ragtrace.rag_pipeline("off") as run:
-        search("q")
-        with ragtrace.assemble() as ctx:
-            ctx.add(DOCS[0])
+def test_tracing_off_pipeline_does_no_bookkeeping(monkeypatch):
+    """Neither a TracerProvider nor a MeterProvider: nothing could see a span, figure or metric,
+    so the pipeline keeps no state, hashes nothing and computes nothing; the app's values are unchanged."""
+    from ragtrace._internal import chunks as chunks_module
+    from ragtrace._internal import state as state_module
+
+    hashed = []
+    real_hash = chunks_module.content_hash
+    monkeypatch.setattr(chunks_module, "content_hash", lambda text: hashed.append(text) or real_hash(text))
+    before = otel_context.get_current()
+    with ragtrace.rag_pipeline("off", query="q") as run:
+        assert state_module.current() is None and otel_context.get_current() == before
+        assert search("q") == DOCS[:2]
+        with ragtrace.retrieve("q") as r:
+            r.record(DOCS)
         with ragtrace.generate() as g:
             g.record("[1]")
-    assert run.metrics["recall_proxy"] == 0.5
+    assert hashed == []
+    assert run.metrics == {} and run.status == "telemetry_off" and run.trace_id is None
+    assert [c.id for c in r.chunks] == ["a", "b"]  # read back on demand, same chunks as when on
+
+
+def test_tracing_off_assembly_renders_the_same_prompt(spans):
+    def build() -> str:
+        with ragtrace.rag_pipeline("p"):
+            with ragtrace.rerank() as rr:
+                rr.record(DOCS)
+            with ragtrace.assemble(max_tokens=3) as ctx:
+                for chunk in rr.chunks:
+                    ctx.add(chunk)
+                return ctx.render(question="q")
+
+    on = build()
+    config.reset()  # no provider anywhere from here on
+    off = build()
+    assert off == on and "alpha text" in on and "beta text" not in on  # the budget still binds
 
 
 def test_decorator_rejects_positional_options():

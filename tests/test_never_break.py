@@ -875,7 +875,8 @@ for i in range(20):
             ctx.add(r.chunks[0])
         with ragtrace.generate(model="m") as g:
             g.record("alpha [1]")
-assert run.metrics["cited"] == 1
+# with no provider at all (the baseline) the pipeline is inert and measures nothing
+assert run.metrics["cited"] == 1 if run.status != "telemetry_off" else run.metrics == {{}}
 print("done")
 """
 
@@ -942,7 +943,7 @@ def live_states():
     return sum(1 for o in gc.get_objects() if type(o) is state.PipelineState)
 
 cpu = time.process_time()
-assert one(0).metrics["cited"] == 1
+assert one(0).metrics.get("cited") == (1 if mode == "recording" else None)  # off: inert, nothing measured
 for i in range(1, 2000):
     one(i)
 gc.collect()
@@ -998,7 +999,8 @@ def test_hundred_thousand_pipelines_leave_no_state(tmp_path):
         # 98,000 pipelines: a leak of one block per 50 pipelines would show
         assert report["block_growth"] < 2000, (mode, report)
         assert report["traced_growth"] < 64 * 1024, (mode, report)
-        assert report["control_growth"] > 2000 and report["control_states"] == 2000, (mode, report)  # a leak would show
+        # an inert (tracing off) pipeline has no state to keep
+        assert report["control_growth"] > 2000 and report["control_states"] == (2000 if mode == "recording" else 0), (mode, report)
 
 
 @pytest.mark.parametrize("limit", range(6, 22))

@@ -121,3 +121,11 @@ def test_no_meter_provider_records_nothing():
     ragtrace.configure(tracer_provider=TracerProvider())
     assert otel_metrics.instruments(ragtrace._internal.config.current()) is None
     assert pipeline().metrics["recall_proxy"] == 0.25
+
+
+def test_a_meter_provider_alone_keeps_the_figures(reader):
+    """No TracerProvider, only a MeterProvider: the pipeline is not inert, its figures are computed."""
+    ragtrace.configure(meter_provider=MeterProvider(metric_readers=[reader]))
+    run = pipeline()
+    assert run.status != "telemetry_off" and 0 < run.metrics[names.METRIC_RECALL_PROXY] <= 1
+    assert points(reader)[names.METRIC_RECALL_PROXY_HISTOGRAM]

@@ -334,11 +334,19 @@ def telemetry_on(explicit: trace.TracerProvider | None = None) -> bool:
     """False when no provider is configured anywhere: decorators then call straight through.
 
     This runs on every decorated call, so it reads the API's provider slots directly instead of
-    calling ``get_tracer_provider()``, which consults the environment each time it finds none.
+    calling ``get_tracer_provider()``, which consults the environment each time it finds none,
+    and does it inline (no helper calls) on that path.
     """
-    if explicit is not None or _config.tracer_provider is not None or _config.meter_provider is not None:
+    config = _config
+    if explicit is not None or config.tracer_provider is not None or config.meter_provider is not None:
         return True
-    return global_tracer_provider_set() or not meter_provider_unset(global_meter_provider())
+    if not _READ_SLOTS:
+        return global_tracer_provider_set() or not meter_provider_unset(global_meter_provider())
+    provider = trace._TRACER_PROVIDER
+    if provider is not None and not isinstance(provider, trace.NoOpTracerProvider):
+        return True
+    meter = _metrics_api._METER_PROVIDER
+    return meter is not None and type(meter).__name__ not in _UNSET_METER_PROVIDERS
 
 
 def global_tracer_provider_set() -> bool:
@@ -359,12 +367,16 @@ def global_meter_provider() -> metrics.MeterProvider:
 
 def meter_provider_unset(provider: metrics.MeterProvider) -> bool:
     """True for the API's placeholder provider: no SDK installed, so there is nothing to record."""
-    return type(provider).__name__ in ("_ProxyMeterProvider", "NoOpMeterProvider")
+    return type(provider).__name__ in _UNSET_METER_PROVIDERS
+
+
+_UNSET_METER_PROVIDERS = ("_ProxyMeterProvider", "NoOpMeterProvider")
 
 
 _NO_METER_PROVIDER = metrics.NoOpMeterProvider()
 # Providers named in the environment are created lazily by the API's getters: use those then.
 _ENVIRONMENT_PROVIDERS = bool(os.environ.get("OTEL_PYTHON_TRACER_PROVIDER") or os.environ.get("OTEL_PYTHON_METER_PROVIDER"))
+_READ_SLOTS = not _ENVIRONMENT_PROVIDERS and hasattr(trace, "_TRACER_PROVIDER") and hasattr(_metrics_api, "_METER_PROVIDER")
 
 
 guard.new_locks_after_fork(__name__, "_config_lock", "_own_lock")

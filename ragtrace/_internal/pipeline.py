@@ -21,6 +21,8 @@ from .spans import gated_json_object
 from .stage import Stage, as_text, content_limit, query_hash, set_figures
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+# run.status when neither a TracerProvider nor a MeterProvider is set: nothing was measured
+STATUS_TELEMETRY_OFF = "telemetry_off"
 
 
 class RagPipeline(Stage):
@@ -94,6 +96,11 @@ class RagPipeline(Stage):
             if isinstance(value, (str, bool, float)) or (isinstance(value, int) and -(2**63) <= value < 2**63):  # OTLP ints are int64
                 attributes[names.RAG_PIPELINE_ATTRIBUTE_PREFIX + key] = value
         return attributes
+
+    def open(self) -> None:
+        super().open()
+        if self.inert:
+            self.status = STATUS_TELEMETRY_OFF
 
     def find_state(self) -> state_module.PipelineState:
         if self.config.full_content_sample:

@@ -74,7 +74,37 @@ def _dimensions(vectors: Any) -> int | None:
 
 
 # --- retrieve ---------------------------------------------------------------------------------
-class Retrieve(Stage):
+class _Results(Stage):
+    """A stage whose results the app may read back as ``.chunks``. An inert stage (telemetry
+    off) keeps the app's list as it is and normalises it only if ``.chunks`` is read."""
+
+    accessors: Accessors = NO_ACCESSORS
+    _chunks: list[Chunk]
+    _unread: list[Any] | tuple[Any, ...] | None = None
+
+    @property
+    def chunks(self) -> list[Chunk]:
+        if self._unread is not None:
+            unread, self._unread = self._unread, None
+            self._chunks = []
+            with guard("document normalisation"):
+                self._chunks = normalize(unread, self.accessors).chunks
+        return self._chunks
+
+    @chunks.setter
+    def chunks(self, chunks: list[Chunk]) -> None:
+        self._chunks, self._unread = chunks, None
+
+    def keep_unread(self, results: Any) -> bool:
+        """When inert, hold a list or tuple of results for ``.chunks``; True if held (an iterator
+        is read now, as when recording: reading it later could find it consumed by the app)."""
+        if not self.inert or not isinstance(results, (list, tuple)):
+            return False
+        self._unread = results
+        return True
+
+
+class Retrieve(_Results):
     query_keys = (names.GEN_AI_RETRIEVAL_QUERY_TEXT,)
     stage = names.STAGE_RETRIEVE
     span_kind = SpanKind.CLIENT
@@ -117,6 +147,9 @@ class Retrieve(Stage):
 
     def record(self, results: Any) -> None:
         """Record what the retriever returned (any common document shape, in rank order)."""
+        if self.keep_unread(results):
+            self.recorded = True
+            return
         with guard("document normalisation"):
             normalized = normalize(results, self.accessors)
             if normalized.unreadable:
@@ -180,7 +213,7 @@ def _oi_documents(stage: Stage, prefix: str, chunks: Sequence[Chunk]) -> None:
 
 
 # --- rerank -----------------------------------------------------------------------------------
-class Rerank(Stage):
+class Rerank(_Results):
     stage = names.STAGE_RERANK
     span_kind = SpanKind.CLIENT
     oi_kind = names.OI_KIND_RERANKER
@@ -215,6 +248,8 @@ class Rerank(Stage):
 
     def record(self, output: Any, *, candidates: Any = None) -> None:
         """Record the reranked results (new order); ``candidates`` defaults to the last retrieval."""
+        if self.keep_unread(output):
+            return
         with guard("document normalisation"):
             kept = normalize(output, self.accessors)
             state = self.state

@@ -45,6 +45,7 @@ class Stage:
         self._closed = False
         self._started = 0.0
         self.start_time: int | None = None  # epoch ns, for a stage opened after the fact (integrations)
+        self.inert = False  # neither traces nor metrics are on: the handle does no bookkeeping
 
     # -- lifecycle -------------------------------------------------------------------------------
     # set by subclasses that have them; they name the span and label the metrics
@@ -68,6 +69,9 @@ class Stage:
         return {}
 
     def open(self) -> None:
+        if not config_module.telemetry_on(self._provider or self.config.tracer_provider):
+            self.inert = True  # nothing could see a span, a figure or a metric: skip all of it
+            return
         self._started = time.perf_counter()
         if self.start_time is not None:
             self._started -= max(0, time.time_ns() - self.start_time) / 1e9
@@ -108,7 +112,8 @@ class Stage:
         """A decorated generator yielded an item (the generate stage times its stream)."""
 
     def attach(self) -> None:
-        self._token = otel_context.attach(trace.set_span_in_context(self.span))
+        if not self.inert:
+            self._token = otel_context.attach(trace.set_span_in_context(self.span))
 
     def detach(self) -> None:
         if self._token is not None:
@@ -121,6 +126,8 @@ class Stage:
         if self._closed:
             return
         self._closed = True
+        if self.inert:
+            return
         if error is not None:
             with guard("error recording"):
                 record_error(self.span, error, self.config.content, self.config.max_content_chars)
