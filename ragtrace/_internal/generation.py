@@ -9,7 +9,7 @@ from typing import Any
 from opentelemetry.trace import SpanKind
 
 from . import figures as figures_module
-from . import names, otel_metrics
+from . import names, otel_metrics, state as state_module
 from .answer import Scored, checked_pattern, score
 from .assembly import ContextRecord
 from .citations import CitationPattern, CitationResult
@@ -181,6 +181,9 @@ class Generate(Stage):
             scored = call_guarded("citation parsing", score, self.text, context, retrieved, self.citation_pattern)
             if scored is None:  # ragtrace's own fault: the answer is not measured, never scored 0
                 scored = Scored(figures_module.Answer(context.placements if context else None, unmeasured=figures_module.STATUS_INTERNAL_ERROR), None)
+            evicted = state is not None and state.evicted  # its trace's retrievals are gone: nothing is measured
+            if evicted:
+                scored = Scored(figures_module.Answer(None, unmeasured=state_module.STATUS_STATE_EVICTED), scored.citations)
             self.citations, answer = scored.citations, scored.answer
             self.citation_status = answer.unmeasured
             self.answer = answer
@@ -188,7 +191,10 @@ class Generate(Stage):
                 state.answers.append(answer)
                 state.answer_text = self.text
             retrievals = state.retrievals if state is not None else []
-            result = figures_module.compute(retrievals, [answer], unreadable=state.unreadable if state else 0)
+            if evicted:
+                result = figures_module.Figures(status=[state_module.STATUS_STATE_EVICTED])
+            else:
+                result = figures_module.compute(retrievals, [answer], unreadable=state.unreadable if state else 0)
             self.metrics = dict(result.values)
             with guard("figure attributes"):
                 set_figures(self, result, inclusion_method=context.method if context is not None else None)
