@@ -31,6 +31,9 @@ _EVICTED_CAPACITY = 16 * _IMPLICIT_CAPACITY  # trace ids (ints) remembered as ev
 # the figures status (``rag.metrics.status``, ``rag.citation.status``) of a generation whose trace's
 # state was evicted: its retrievals and contexts are gone, so nothing of it is measured
 STATUS_STATE_EVICTED = "state_evicted"
+# an answer outside any pipeline, with no context in its trace, that cites labels: each would count
+# as invalid, but the likelier cause is that its stages are traces of their own
+STATUS_OUTSIDE_PIPELINE = "outside_pipeline"
 
 
 @dataclass(eq=False, slots=True)
@@ -45,6 +48,7 @@ class PipelineState:
     unreadable: int = 0
     labels: dict[str, Any] = field(default_factory=dict)  # bounded metric labels of the pipeline
     _ids_by_hash: dict[str, str] = field(default_factory=dict)
+    implicit: bool = False  # the shared state of a trace outside any pipeline (``for_span``)
     evicted: bool = False  # a trace's stand-in state after its own was dropped from the map
 
     def add_retrieval(self, chunks: list[Chunk], unreadable: int) -> list[Chunk]:
@@ -112,7 +116,7 @@ def for_span(span: Span, config: Config) -> PipelineState | None:
             _implicit.move_to_end(trace_id)
             return state
         if trace_id not in _evicted:
-            state = _implicit[trace_id] = PipelineState(config)
+            state = _implicit[trace_id] = PipelineState(config, implicit=True)
             if len(_implicit) > _IMPLICIT_CAPACITY:
                 _evicted[_implicit.popitem(last=False)[0]] = None
                 if len(_evicted) > _EVICTED_CAPACITY:
@@ -125,7 +129,7 @@ def for_span(span: Span, config: Config) -> PipelineState | None:
         "each trace evicted the same way. Wrap each request in rag_pipeline(...): a pipeline keeps its own state",
         _IMPLICIT_CAPACITY,
     )
-    return PipelineState(config, evicted=True)
+    return PipelineState(config, implicit=True, evicted=True)
 
 
 def implicit_count() -> int:
