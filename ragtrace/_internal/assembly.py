@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
 from . import names
-from .chunks import Accessors, Chunk, NO_ACCESSORS, to_chunk
+from .chunks import Accessors, Chunk, NO_ACCESSORS, placeable, to_chunk
 from .tokens import DEFAULT_TOKENIZER, Tokenizer
 
 Message = Mapping[str, Any]
@@ -235,7 +235,8 @@ class ContextBuilder:
             self._dropped.append(Drop(chunk.id, str(reason) or names.DROP_FILTERED))
 
     def _chunk(self, item: Any) -> Chunk | None:
-        chunk = to_chunk(item, len(self._entries) + 1, self.accessors)
+        failed: list[str] = []
+        chunk = placeable(to_chunk(item, len(self._entries) + 1, self.accessors, failed), failed)
         if chunk is None:
             self.unreadable += 1
         return chunk
