@@ -690,3 +690,50 @@ def test_positive_control_every_kind_of_marker_is_found_in_full_mode():
             assert outcome.metrics == full.metrics and full.metrics["cited"] == 1
     finally:
         harness.close()
+
+
+# --- issue 16 item 9: nothing that was content outlives its pipeline ------------------------------
+def _holders_of(marker: str) -> list[str]:
+    """Every object the garbage collector tracks that still refers to a string holding ``marker``
+    (a cache's dict or list, a tuple of template parts...), by type. Strings aren't tracked
+    themselves, so their holders are what is found."""
+    import gc
+
+    gc.collect()
+    found = []
+    for holder in gc.get_objects():
+        for referent in gc.get_referents(holder):
+            if type(referent) is str and marker in referent and referent is not marker:
+                found.append(type(holder).__qualname__)
+                break
+    return found
+
+
+def _a_redacted_pipeline(marker: str, spans: Any) -> None:
+    """A chat template, its question and the chunks all carry ``marker``; nothing of it is kept."""
+    config.configure(tracer_provider=spans.provider, capture_content="redact")
+    docs = [{"id": f"d{i}", "content": f"chunk {i} says {marker}"} for i in range(3)]
+    template = [
+        {"role": "system", "content": f"You answer for {marker}. Cite [n].\n\n{{context}}"},
+        {"role": "user", "content": f"{marker} asks: {{question}}"},
+    ]
+    with ragtrace.rag_pipeline("cache", query=f"what does {marker} say?") as run:
+        with ragtrace.retrieve(f"what does {marker} say?") as r:
+            r.record(docs)
+        with ragtrace.assemble() as ctx:
+            for chunk in r.chunks:
+                ctx.add(chunk)
+            prompt = ctx.render(template, question=f"what does {marker} say?")
+        with ragtrace.generate(model="m", prompt=prompt) as g:
+            g.record(f"{marker} says so [1].")
+    assert run.metrics["cited"] == 1  # the pipeline was scored: the stages really ran
+
+
+def test_no_cache_holds_a_pipelines_text_once_it_is_over(spans):
+    marker = "mk" + uuid.uuid4().hex
+    _a_redacted_pipeline(marker, spans)
+    assert _holders_of(marker) == []
+    # positive control: the search finds text that something still holds
+    kept = [f"held {marker}"]
+    assert _holders_of(marker) == ["list"]
+    del kept
