@@ -21,6 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -45,8 +46,6 @@ class Annotated:
         self.server, self.project = server, project
         self.exporter = PhoenixExporter(server.base_url, project=project, **options)
         self.memory = InMemorySpanExporter()
-        from opentelemetry.sdk.resources import Resource
-
         self.provider = TracerProvider(resource=Resource.create(self.exporter.resource_attributes))
         self.provider.add_span_processor(BatchSpanProcessor(self.exporter, schedule_delay_millis=60_000))
         self.provider.add_span_processor(SimpleSpanProcessor(self.memory))
@@ -62,23 +61,27 @@ class Annotated:
         return poll(lambda: self.client.spans.get_span_annotations(span_ids=span_ids, project_identifier=self.project), want, timeout)
 
     def document_marks(self, span_id: str, want: int, timeout: float = 20.0) -> list[dict]:
-        """What a span's document cards show: Phoenix's document annotations (GraphQL, as the UI reads them)."""
-
-        def fetch() -> list[dict]:
-            spans = self.server.get_spans(self.project, missing_ok=True)
-            node_id = next((s["id"] for s in spans if s["context"]["span_id"] == span_id), None)
-            if node_id is None:
-                return []
-            query = """query ($id: ID!) { node(id: $id) { ... on Span {
-                documentEvaluations { name documentPosition score label explanation annotatorKind } } } }"""
-            answer = self.server.client.request("POST", "/graphql", body={"query": query, "variables": {"id": node_id}})
-            assert not answer.get("errors"), answer
-            return answer["data"]["node"]["documentEvaluations"]
-
-        return poll(fetch, want, timeout)
+        return document_marks(self.server, self.project, span_id, want, timeout)
 
     def close(self) -> None:
         self.provider.shutdown()
+
+
+def document_marks(server: PhoenixServer, project: str, span_id: str, want: int, timeout: float = 20.0) -> list[dict]:
+    """What a span's document cards show: Phoenix's document annotations (GraphQL, as the UI reads them)."""
+
+    def fetch() -> list[dict]:
+        spans = server.get_spans(project, missing_ok=True)
+        node_id = next((s["id"] for s in spans if s["context"]["span_id"] == span_id), None)
+        if node_id is None:
+            return []
+        query = """query ($id: ID!) { node(id: $id) { ... on Span {
+            documentEvaluations { name documentPosition score label explanation annotatorKind } } } }"""
+        answer = server.client.request("POST", "/graphql", body={"query": query, "variables": {"id": node_id}})
+        assert not answer.get("errors"), answer
+        return answer["data"]["node"]["documentEvaluations"]
+
+    return poll(fetch, want, timeout)
 
 
 def poll(fetch: Callable[[], list[dict]], want: int, timeout: float) -> list[dict]:
@@ -307,3 +310,29 @@ def test_configure_with_a_phoenix_url(phoenix_server: PhoenixServer, phoenix_pro
     assert got["ragtrace.retrieved"]["score"] == 1.0
     assert got["ragtrace.cited"]["label"] == "not measurable"  # no answer in this pipeline
     assert [s["session_id"] for s in client.sessions.list(project_name=phoenix_project)] == ["sess-configured"]
+
+
+# --- make demo PHOENIX=URL -------------------------------------------------------------------------
+def test_the_demo_with_phoenix(phoenix_server: PhoenixServer, tmp_path: Path) -> None:
+    """The offline demo (real models) with --phoenix: figures, document marks, the session, the template."""
+    demo = Path(__file__).resolve().parents[2] / "examples" / "demo" / "run_demo.py"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "RAGTRACE_", "PHOENIX_"))}
+    done = subprocess.run(
+        [sys.executable, str(demo), "--questions", "1", "--out", str(tmp_path / "demo.jsonl"), "--phoenix", phoenix_server.base_url],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    spans = phoenix_server.wait_for_spans("ragtrace-demo", 6)
+    root = next(s for s in spans if s["parent_id"] is None)
+    retrieve = next(s for s in spans if s["span_kind"] == "RETRIEVER")
+    llm = next(s for s in spans if s["span_kind"] == "LLM")["attributes"]
+    assert llm["llm.model_name"] == "SmolLM2-135M-Instruct" and llm["gen_ai.response.model"] == "SmolLM2-135M-Instruct-Q4_1"
+    assert json.loads(llm["llm.invocation_parameters"]) == {"temperature": 0.0, "max_tokens": 64}
+    client = Client(base_url=phoenix_server.base_url)
+    found = poll(lambda: client.spans.get_span_annotations(span_ids=[root["context"]["span_id"]], project_identifier="ragtrace-demo"), len(FIGURES), 30.0)
+    assert {x["name"] for x in found} == {f"ragtrace.{m}" for m in FIGURES}
+    assert next(x for x in found if x["name"] == "ragtrace.retrieved")["result"]["score"] == 6.0
+    marks = document_marks(phoenix_server, "ragtrace-demo", retrieve["context"]["span_id"], 12, 30.0)
+    placed = [m for m in marks if m["name"] == "ragtrace.in_prompt"]
+    assert len(placed) == 6 and sum(m["score"] for m in placed) == 3.0  # 3 of the 6 reached the prompt
+    assert [s["session_id"] for s in client.sessions.list(project_name="ragtrace-demo")] == [root["attributes"]["session.id"]]
