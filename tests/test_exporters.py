@@ -61,12 +61,14 @@ def ragtrace_warnings(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecor
 # ==============================================================================================
 # package surface
 # ==============================================================================================
-def test_package_exports_both_classes_and_configure_finds_them(tmp_path: Path) -> None:
-    assert sorted(exporters_package.__all__) == ["ConsoleTreeExporter", "JsonLinesExporter"]
+def test_package_exports_the_classes_and_configure_finds_them(tmp_path: Path) -> None:
+    assert sorted(exporters_package.__all__) == ["ConsoleTreeExporter", "JsonLinesExporter", "PhoenixExporter"]
     jsonl, batch = config._exporter(f"jsonl:{tmp_path / 'x.jsonl'}")
     assert isinstance(jsonl, JsonLinesExporter) and jsonl.path == tmp_path / "x.jsonl" and batch is True
     console, batch = config._exporter("console")
     assert isinstance(console, ConsoleTreeExporter) and batch is False
+    phoenix, batch = config._exporter("phoenix:http://127.0.0.1:1/")
+    assert isinstance(phoenix, exporters_package.PhoenixExporter) and phoenix.endpoint == "http://127.0.0.1:1" and batch is True
 
 
 # ==============================================================================================

@@ -9,7 +9,7 @@ from typing import Any
 from opentelemetry.trace import SpanKind
 
 from . import figures as figures_module
-from . import names, otel_metrics
+from . import names, otel_metrics, state as state_module
 from .answer import Scored, checked_pattern, score
 from .assembly import ContextRecord
 from .citations import CitationPattern, CitationResult
@@ -181,6 +181,7 @@ class Generate(Stage):
             scored = call_guarded("citation parsing", score, self.text, context, retrieved, self.citation_pattern)
             if scored is None:  # ragtrace's own fault: the answer is not measured, never scored 0
                 scored = Scored(figures_module.Answer(context.placements if context else None, unmeasured=figures_module.STATUS_INTERNAL_ERROR), None)
+            scored = _outside_a_pipeline(scored, state, context)
             self.citations, answer = scored.citations, scored.answer
             self.citation_status = answer.unmeasured
             self.answer = answer
@@ -188,7 +189,12 @@ class Generate(Stage):
                 state.answers.append(answer)
                 state.answer_text = self.text
             retrievals = state.retrievals if state is not None else []
-            result = figures_module.compute(retrievals, [answer], unreadable=state.unreadable if state else 0)
+            if answer.unmeasured == state_module.STATUS_STATE_EVICTED:  # its trace's retrievals are gone
+                result = figures_module.Figures(status=[answer.unmeasured])
+            else:
+                result = figures_module.compute(retrievals, [answer], unreadable=state.unreadable if state else 0)
+                if answer.unmeasured == state_module.STATUS_OUTSIDE_PIPELINE:
+                    result.status.append(answer.unmeasured)
             self.metrics = dict(result.values)
             with guard("figure attributes"):
                 set_figures(self, result, inclusion_method=context.method if context is not None else None)
@@ -297,6 +303,28 @@ class Generate(Stage):
                     self.attrs.set(prefix + names.OI_MESSAGE_ROLE, "assistant")
                     self._gated(prefix + names.OI_MESSAGE_CONTENT, text if text is not None or policy.captures else names.REDACTED)
                 self._oi_value(names.OI_OUTPUT_VALUE, text, gated=True)
+
+
+def _outside_a_pipeline(scored: Scored, state: state_module.PipelineState | None, context: ContextRecord | None) -> Scored:
+    """An answer outside any pipeline that its trace's state can't score, marked not measured:
+    the state was evicted (``state``), or no context is known in its trace while it cites labels,
+    which would all count as invalid. Stages outside a pipeline and outside any span of the app's
+    are a trace each, so the retrieval and the assembly are in other traces; the log says so once."""
+    if state is None or not state.implicit:
+        return scored
+    if state.evicted:
+        return Scored(figures_module.Answer(None, unmeasured=state_module.STATUS_STATE_EVICTED), scored.citations)
+    citations = scored.citations
+    if context is None and citations is not None and citations.invalid_count and scored.answer.unmeasured is None:
+        warn_once(
+            "outside-pipeline",
+            "an answer generated outside any rag_pipeline cites sources, but no context is known in its trace: each stage "
+            "outside a pipeline and outside any span of yours is a trace of its own, so the retrieval and assembly are "
+            "elsewhere. Its citations are not scored (rag.citation.status=outside_pipeline) instead of all counting as "
+            "invalid. Wrap the stages of one request in `with ragtrace.rag_pipeline(...)`, or pass generate(context=ctx)",
+        )
+        return Scored(figures_module.Answer(None, cited_ids=scored.answer.cited_ids, unmeasured=state_module.STATUS_OUTSIDE_PIPELINE), citations)
+    return scored
 
 
 def _prompt_messages(prompt: Any) -> list[Mapping[str, Any]] | None:

@@ -17,6 +17,7 @@ from typing import Any
 from . import names
 from .assembly import ContextRecord, Drop, Placement
 from .chunks import Chunk, content_hash
+from .patterns import uncached
 from .tokens import DEFAULT_TOKENIZER, Tokenizer
 
 _LABEL_BEFORE = re.compile(r"(?:\[([^\[\]\n]{1,64})\]|(?:source|document|doc|chunk|passage)\s*#?(\w{1,32}))\s*[:.)-]?\s*$", re.I)
@@ -233,7 +234,7 @@ def _candidates(text: str, needle: str) -> Iterator[int]:
         start = text.find(needle, start + 1)
     if start < 0:
         return
-    pattern = re.compile(r"\][ \t]{0,4}(?:[:.)-][ \t]{0,4})?(" + re.escape(needle) + ")")
+    pattern = uncached(r"\][ \t]{0,4}(?:[:.)-][ \t]{0,4})?(" + re.escape(needle) + ")")  # chunk text: never in re's cache
     for number, match in enumerate(pattern.finditer(text, start)):
         if number >= _MAX_OCCURRENCES:
             return

@@ -3,6 +3,10 @@
 A ``rag_pipeline`` puts its state in a ``contextvars`` variable, so threads and asyncio tasks
 never see each other's chunks. Stages used without a pipeline share a state per trace id, kept in
 a small bounded map, so a generation can still be scored against the retrievals of its trace.
+With more such traces in flight than the map holds, the least recently used trace loses its state
+and is remembered as evicted: its later stages get a throwaway state marked ``evicted`` (its
+figures say not measurable) instead of a fresh one that would evict the next trace in turn, so
+one trace degrades per trace too many, never all of them.
 State holds ids, ranks, scores and hashes only, never chunk text.
 """
 
@@ -17,12 +21,19 @@ from typing import Any
 from opentelemetry.trace import Span
 
 from .assembly import ContextRecord
-from .chunks import Chunk
+from .chunks import STAND_IN, Chunk
 from .config import Config
 from .figures import Answer
-from .guard import new_locks_after_fork
+from .guard import new_locks_after_fork, warn_once
 
 _IMPLICIT_CAPACITY = 256
+_EVICTED_CAPACITY = 16 * _IMPLICIT_CAPACITY  # trace ids (ints) remembered as evicted
+# the figures status (``rag.metrics.status``, ``rag.citation.status``) of a generation whose trace's
+# state was evicted: its retrievals and contexts are gone, so nothing of it is measured
+STATUS_STATE_EVICTED = "state_evicted"
+# an answer outside any pipeline, with no context in its trace, that cites labels: each would count
+# as invalid, but the likelier cause is that its stages are traces of their own
+STATUS_OUTSIDE_PIPELINE = "outside_pipeline"
 
 
 @dataclass(eq=False, slots=True)
@@ -38,11 +49,15 @@ class PipelineState:
     labels: dict[str, Any] = field(default_factory=dict)  # bounded metric labels of the pipeline
     shown: dict[str, str | None] = field(default_factory=dict)  # chunk id -> content hash of text a retrieve span carries
     _ids_by_hash: dict[str, str] = field(default_factory=dict)
+    implicit: bool = False  # the shared state of a trace outside any pipeline (``for_span``)
+    evicted: bool = False  # a trace's stand-in state after its own was dropped from the map
 
     def add_retrieval(self, chunks: list[Chunk], unreadable: int) -> list[Chunk]:
         """Record a retrieval's chunks (text dropped) and return them with canonical ids."""
         kept = []
         for chunk in chunks:
+            if chunk.id.startswith(STAND_IN):  # unique per retrieval: two unreadable items are two
+                chunk = replace(chunk, id=f"{STAND_IN}{len(self.retrievals) + 1}.{chunk.rank}")
             chunk = self.canonical(chunk)
             if chunk.content_hash and chunk.content_hash not in self._ids_by_hash:
                 self._ids_by_hash[chunk.content_hash] = chunk.id
@@ -72,6 +87,7 @@ class PipelineState:
 
 _current: ContextVar[PipelineState | None] = ContextVar("ragtrace_pipeline", default=None)
 _implicit: OrderedDict[int, PipelineState] = OrderedDict()
+_evicted: OrderedDict[int, None] = OrderedDict()
 _implicit_lock = threading.Lock()
 
 
@@ -97,13 +113,24 @@ def for_span(span: Span, config: Config) -> PipelineState | None:
         return None
     with _implicit_lock:
         state = _implicit.get(trace_id)
-        if state is None:
-            state = _implicit[trace_id] = PipelineState(config)
-            if len(_implicit) > _IMPLICIT_CAPACITY:
-                _implicit.popitem(last=False)
-        else:
+        if state is not None:
             _implicit.move_to_end(trace_id)
-        return state
+            return state
+        if trace_id not in _evicted:
+            state = _implicit[trace_id] = PipelineState(config, implicit=True)
+            if len(_implicit) > _IMPLICIT_CAPACITY:
+                _evicted[_implicit.popitem(last=False)[0]] = None
+                if len(_evicted) > _EVICTED_CAPACITY:
+                    _evicted.popitem(last=False)
+            return state
+    warn_once(
+        "implicit-state-evicted",
+        "a trace with stages outside any rag_pipeline came back after its state was evicted: more than %d such traces "
+        "were in flight at once. Its generations are marked rag.metrics.status=state_evicted (not measured), and so is "
+        "each trace evicted the same way. Wrap each request in rag_pipeline(...): a pipeline keeps its own state",
+        _IMPLICIT_CAPACITY,
+    )
+    return PipelineState(config, implicit=True, evicted=True)
 
 
 def implicit_count() -> int:

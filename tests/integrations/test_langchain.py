@@ -99,6 +99,18 @@ def test_lcel_chain_gets_a_root_stage_spans_and_figures(spans, store):
     assert math.isclose(got["context_utilization"], 1 / 3)
 
 
+def test_the_automatic_root_is_a_pipeline_its_invalid_citation_counts_and_gets_no_hint(spans, store, caplog):
+    """Issue 16 item 15's hint is for stages outside any pipeline; a chain run with no
+    rag_pipeline of the user's runs inside the automatic root, so a made-up label is invalid."""
+    caplog.set_level(logging.WARNING, logger="ragtrace")
+    lcel_chain(store, "Refunds take 5 business days [9].").invoke(QUESTION)
+    generated = spans.one("generate").attributes
+    assert generated["rag.citation.invalid_count"] == 1 and "rag.citation.status" not in generated
+    root = spans.one("pipeline").attributes
+    assert root["rag.metrics.invalid_citations"] == 1 and "outside_pipeline" not in root.get("rag.metrics.status", "")
+    assert not [r for r in caplog.records if "outside any rag_pipeline" in r.getMessage()]
+
+
 # --- create_stuff_documents_chain / create_retrieval_chain: each document's rendering is declared --
 def retrieval_chain(store: InMemoryVectorStore, answer: str, **stuff_options):
     prompt = ChatPromptTemplate.from_messages([("system", "Answer from the context, citing [source].\n\n{context}"), ("human", "{input}")])
