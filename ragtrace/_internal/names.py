@@ -252,6 +252,7 @@ OI_SESSION_ID: Final = "session.id"
 OI_USER_ID: Final = "user.id"
 OI_METADATA: Final = "metadata"  # a JSON object as a string; its values may be content
 OI_TAG_TAGS: Final = "tag.tags"
+ANNOTATOR_CODE: Final = "CODE"  # the figures are computed by code, not a human or an LLM judge (Phoenix annotations)
 # In redact and hash modes, the message and document content slots Phoenix would show empty carry
 # this, so a reader sees the content was withheld on purpose. Fixed text: it says nothing of the content.
 REDACTED: Final = "[redacted]"
