@@ -60,6 +60,16 @@ class Annotated:
     def span_annotations(self, span_ids: list[str], want: int, timeout: float = 20.0) -> list[dict]:
         return poll(lambda: self.client.spans.get_span_annotations(span_ids=span_ids, project_identifier=self.project), want, timeout)
 
+    def filtered(self, condition: str) -> list[str]:
+        """The span ids Phoenix's span filter (the UI's filter box, over GraphQL) gives for ``condition``."""
+        projects = self.server.client.request("POST", "/graphql", body={"query": "{ projects { edges { node { id name } } } }"})
+        project = next(e["node"]["id"] for e in projects["data"]["projects"]["edges"] if e["node"]["name"] == self.project)
+        query = """query ($id: ID!, $condition: String) { node(id: $id) { ... on Project {
+            spans(first: 100, filterCondition: $condition) { edges { node { context { spanId } } } } } } }"""
+        answer = self.server.client.request("POST", "/graphql", body={"query": query, "variables": {"id": project, "condition": condition}})
+        assert not answer.get("errors"), answer
+        return [e["node"]["context"]["spanId"] for e in answer["data"]["node"]["spans"]["edges"]]
+
     def trace_annotations(self, trace_id: str) -> list[dict]:
         """Phoenix's REST ``/v1/projects/{p}/trace_annotations`` (the client only writes them)."""
         path = f"/v1/projects/{self.project}/trace_annotations"
@@ -159,6 +169,10 @@ def test_every_figure_is_an_annotation_on_the_root_and_the_answer(annotated) -> 
     on_trace = poll(lambda: a.trace_annotations(trace_id), len(names.PROXY_METRICS), 20.0)
     assert {x["name"]: x["result"]["score"] for x in on_trace} == {f"ragtrace.{m}": run.metrics[m] for m in names.PROXY_METRICS}
     assert {x["result"]["label"] for x in on_trace} <= {"none", "low", "medium", "high"}
+    # Phoenix's span filter reads them as evaluations (it matched nothing before)
+    assert sorted(a.filtered("evals['ragtrace.recall_proxy'].score < 0.6")) == sorted([root_id, answer_id])
+    assert a.filtered("evals['ragtrace.recall_proxy'].score < 0.2") == []
+    assert sorted(a.filtered("annotations['ragtrace.cited'].label == 'cited'")) == sorted([root_id, answer_id])
     # nothing else of the trace carries span annotations
     others = [hex_id(s) for s in a.memory.get_finished_spans() if hex_id(s) not in (root_id, answer_id)]
     assert a.client.spans.get_span_annotations(span_ids=others, project_identifier=a.project) == []
