@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 from . import names
 from .assembly import ContextRecord, Drop, Placement, Prompt
 from .chunks import Chunk
+from .locate import XML_LABEL
 from .messages import as_messages
 from .tokens import Tokenizer
 
@@ -37,7 +38,7 @@ _MAX_OCCURRENCES = 32  # per fragment: a fragment found more often than this is 
 _LINE_LEAD = " \t-*>"
 # a label the fragment opens with: "[2] ...", "Source 2: ...", "Document #2. ..."
 _WORD = re.compile(r"\S+")
-_LEADING_LABEL = re.compile(r"\s*(?:\[([^\[\]\n]{1,64})\]|(?:source|document|doc|chunk|passage)\s*#?(\w{1,32})\s*[:.)-])", re.I)
+_LEADING_LABEL = re.compile(r"\s*(?:\[([^\[\]\n]{1,64})\]|(?:source|document|doc|chunk|passage)\s*#?(\w{1,32})\s*[:.)-]|" + XML_LABEL + ")", re.I)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +53,7 @@ class Declared:
 def leading_label(text: str) -> str:
     """The label a rendered fragment opens with (``"[2] ..."`` -> ``"2"``), or ""."""
     match = _LEADING_LABEL.match(text)
-    return (match.group(1) or match.group(2) or "").strip() if match else ""
+    return (match.group(1) or match.group(2) or match.group(3) or "").strip() if match else ""
 
 
 class _Occurrence(NamedTuple):

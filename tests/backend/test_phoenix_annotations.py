@@ -60,6 +60,21 @@ class Annotated:
     def span_annotations(self, span_ids: list[str], want: int, timeout: float = 20.0) -> list[dict]:
         return poll(lambda: self.client.spans.get_span_annotations(span_ids=span_ids, project_identifier=self.project), want, timeout)
 
+    def filtered(self, condition: str) -> list[str]:
+        """The span ids Phoenix's span filter (the UI's filter box, over GraphQL) gives for ``condition``."""
+        projects = self.server.client.request("POST", "/graphql", body={"query": "{ projects { edges { node { id name } } } }"})
+        project = next(e["node"]["id"] for e in projects["data"]["projects"]["edges"] if e["node"]["name"] == self.project)
+        query = """query ($id: ID!, $condition: String) { node(id: $id) { ... on Project {
+            spans(first: 100, filterCondition: $condition) { edges { node { context { spanId } } } } } } }"""
+        answer = self.server.client.request("POST", "/graphql", body={"query": query, "variables": {"id": project, "condition": condition}})
+        assert not answer.get("errors"), answer
+        return [e["node"]["context"]["spanId"] for e in answer["data"]["node"]["spans"]["edges"]]
+
+    def trace_annotations(self, trace_id: str) -> list[dict]:
+        """Phoenix's REST ``/v1/projects/{p}/trace_annotations`` (the client only writes them)."""
+        path = f"/v1/projects/{self.project}/trace_annotations"
+        return self.server.client.request("GET", path, [("trace_ids", trace_id)])["data"]
+
     def document_marks(self, span_id: str, want: int, timeout: float = 20.0) -> list[dict]:
         return document_marks(self.server, self.project, span_id, want, timeout)
 
@@ -149,6 +164,15 @@ def test_every_figure_is_an_annotation_on_the_root_and_the_answer(annotated) -> 
         assert on_span["ragtrace.recall_proxy"]["result"]["label"] == "medium"
         assert on_span["ragtrace.cited"]["result"]["label"] == "cited"
         assert on_span["ragtrace.invalid_citations"]["result"]["label"] == "none"
+    # the proxies on the trace too, where Phoenix charts trace annotation scores
+    trace_id = format(run.span.get_span_context().trace_id, "032x")
+    on_trace = poll(lambda: a.trace_annotations(trace_id), len(names.PROXY_METRICS), 20.0)
+    assert {x["name"]: x["result"]["score"] for x in on_trace} == {f"ragtrace.{m}": run.metrics[m] for m in names.PROXY_METRICS}
+    assert {x["result"]["label"] for x in on_trace} <= {"none", "low", "medium", "high"}
+    # Phoenix's span filter reads them as evaluations (it matched nothing before)
+    assert sorted(a.filtered("evals['ragtrace.recall_proxy'].score < 0.6")) == sorted([root_id, answer_id])
+    assert a.filtered("evals['ragtrace.recall_proxy'].score < 0.2") == []
+    assert sorted(a.filtered("annotations['ragtrace.cited'].label == 'cited'")) == sorted([root_id, answer_id])
     # nothing else of the trace carries span annotations
     others = [hex_id(s) for s in a.memory.get_finished_spans() if hex_id(s) not in (root_id, answer_id)]
     assert a.client.spans.get_span_annotations(span_ids=others, project_identifier=a.project) == []
@@ -263,7 +287,9 @@ def test_no_annotation_carries_content(annotated, mode: str) -> None:
         count = len(span.attributes.get(names.RAG_RETRIEVAL_CHUNK_IDS) or span.attributes.get(names.RAG_RERANK_OUTPUT_IDS) or ())
         documents += a.document_marks(hex_id(span), 2 * count) if count else []
     assert len(documents) == 2 * (4 + 3)
-    text = json.dumps([found, documents], ensure_ascii=False)
+    on_trace = poll(lambda: a.trace_annotations(format(run.span.get_span_context().trace_id, "032x")), len(names.PROXY_METRICS), 20.0)
+    assert len(on_trace) == len(names.PROXY_METRICS)
+    text = json.dumps([found, documents, on_trace], ensure_ascii=False)
     for marker in m.all():
         assert marker not in text, marker
 
@@ -272,7 +298,7 @@ def test_no_annotation_carries_content(annotated, mode: str) -> None:
 def test_a_full_queue_drops_the_oldest_and_says_so_once(annotated, caplog: pytest.LogCaptureFixture) -> None:
     """Two pipelines exported in one batch into a queue that holds one pipeline's annotations:
     the first pipeline's are dropped, the second's all arrive."""
-    per_pipeline = 2 * len(FIGURES) + 2 * (4 + 3)
+    per_pipeline = 2 * len(FIGURES) + len(names.PROXY_METRICS) + 2 * (4 + 3)
     a = annotated(max_queued=per_pipeline)
     with caplog.at_level(logging.WARNING, logger="ragtrace"):
         older = run_pipeline()
