@@ -24,7 +24,7 @@ def derive(spans, marks: annotations.DocumentMarks | None = None) -> list[annota
     out = []
     for span in spans:
         span_id = annotations.span_hex(span.context.span_id)
-        out += annotations.figure_annotations(span_id, span.attributes)
+        out += annotations.figure_annotations(span_id, span.attributes, annotations.trace_hex(span.context.trace_id))
         out += marks.add(span.context.trace_id, span_id, span.attributes)
     return out
 
@@ -46,18 +46,23 @@ def two_assemblies() -> None:
 
 def test_marks_follow_the_assembly_the_answer_was_shown() -> None:
     found = derive(finished(two_assemblies))
-    marks = {(a.document_position, a.name): a.result for a in found if a.document_position is not None}
+    marks = {(a.document_position, a.name): a.result for a in found if a.kind == annotations.DOCUMENT}
     assert marks[(0, annotations.IN_PROMPT)]["score"] == 0.0  # "a" was only in the draft
     assert marks[(1, annotations.IN_PROMPT)] == {"score": 1.0, "label": "placed", "explanation": "in the prompt at position 1 of 1 as [1]"}
     assert marks[(1, annotations.CITED)]["label"] == "cited" and marks[(0, annotations.CITED)]["label"] == "not cited"
 
 
-def test_figures_on_the_root_and_the_answer_only() -> None:
+def test_figures_on_the_root_and_the_answer_and_the_proxies_on_the_trace() -> None:
     spans = finished(two_assemblies)
-    found = [a for a in derive(spans) if a.document_position is None]
+    found = derive(spans)
     stages = {annotations.span_hex(s.context.span_id): s.attributes[names.RAG_STAGE] for s in spans}
-    assert sorted(stages[a.span_id] for a in found) == sorted(["pipeline", "generate"] * len(names.ALL_METRICS))
+    on_spans = [a for a in found if a.kind == annotations.SPAN]
+    assert sorted(stages[a.target] for a in on_spans) == sorted(["pipeline", "generate"] * len(names.ALL_METRICS))
     assert {a.payload()["annotator_kind"] for a in found} == {"CODE"}
+    on_trace = [a for a in found if a.kind == annotations.TRACE]
+    assert [a.name for a in on_trace] == [f"ragtrace.{m}" for m in names.ALL_METRICS if m in names.PROXY_METRICS]
+    assert {a.payload()["trace_id"] for a in on_trace} == {annotations.trace_hex(spans[0].context.trace_id)}
+    assert all("span_id" not in a.payload() for a in on_trace)
 
 
 def test_traces_whose_root_never_ends_are_given_up_oldest_first() -> None:

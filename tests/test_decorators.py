@@ -408,3 +408,32 @@ def test_concurrent_tasks(spans):
 
     assert all(r == DOCS for r in asyncio.run(main()))
     assert len(spans.by_stage("retrieve")) == 20
+
+
+# --- the invocation parameters a decorated LLM call used -----------------------------------------
+@ragtrace.generator(model="m")
+def answer_with_defaults(messages, max_tokens: int = 64, temperature: float = 0.2):
+    return "ok"
+
+
+class Model:
+    @ragtrace.generator(model="m")
+    def complete(self, prompt, temperature=0.7, *, max_tokens=32):
+        return "ok"
+
+
+@pytest.mark.parametrize(
+    ("call", "temperature", "max_tokens"),
+    [
+        (lambda: answer_with_defaults("hi"), 0.2, 64),  # the defaults were used: they are recorded
+        (lambda: answer_with_defaults("hi", 10), 0.2, 10),  # positional
+        (lambda: answer_with_defaults("hi", temperature=0.9), 0.9, 64),
+        (lambda: Model().complete("hi"), 0.7, 32),  # a method: self is not counted
+        (lambda: Model().complete("hi", 0.1, max_tokens=5), 0.1, 5),
+    ],
+)
+def test_generator_records_the_invocation_parameters_used(spans, call, temperature, max_tokens):
+    call()
+    generate = spans.one("generate")
+    assert generate.attributes[names.GEN_AI_REQUEST_TEMPERATURE] == temperature
+    assert generate.attributes[names.GEN_AI_REQUEST_MAX_TOKENS] == max_tokens

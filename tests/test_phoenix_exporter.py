@@ -39,7 +39,7 @@ def one_pipeline(n: int) -> str:
     return answer
 
 
-FIGURE_COUNT = 2 * len(names.ALL_METRICS)  # root and answer
+FIGURE_COUNT = 2 * len(names.ALL_METRICS) + len(names.PROXY_METRICS)  # root and answer, the proxies on the trace
 PER_PIPELINE = FIGURE_COUNT + 2  # and one document's two marks
 
 

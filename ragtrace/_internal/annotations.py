@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import names
@@ -31,18 +31,24 @@ HALLUCINATED_CITATION = "hallucinated citation"
 CITED_OUTSIDE_CONTEXT = "cited outside the context"
 
 
+SPAN, DOCUMENT, TRACE = "span", "document", "trace"  # what an annotation is attached to
+
+
 @dataclass(frozen=True, slots=True)
 class Annotation:
-    """One annotation in the shape of Phoenix's ``SpanAnnotationData`` / ``SpanDocumentAnnotationData``."""
+    """One annotation in the shape of Phoenix's ``SpanAnnotationData``, ``SpanDocumentAnnotationData``
+    or ``TraceAnnotationData``: ``target`` is the span id, or the trace id for a trace annotation."""
 
-    span_id: str
+    target: str
     name: str
     result: dict[str, Any]
     metadata: dict[str, Any]
     document_position: int | None = None  # set: a document annotation
+    kind: str = SPAN
 
     def payload(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"name": self.name, "annotator_kind": ANNOTATOR, "span_id": self.span_id, "result": self.result, "metadata": self.metadata}
+        data: dict[str, Any] = {"name": self.name, "annotator_kind": ANNOTATOR, "result": self.result, "metadata": self.metadata}
+        data["trace_id" if self.kind == TRACE else "span_id"] = self.target
         if self.document_position is not None:
             data["document_position"] = self.document_position
         return data
@@ -52,10 +58,16 @@ def span_hex(span_id: int) -> str:
     return format(span_id, "016x")
 
 
+def trace_hex(trace_id: int) -> str:
+    return format(trace_id, "032x")
+
+
 # --- figures -------------------------------------------------------------------------------
-def figure_annotations(span_id: str, attributes: Mapping[str, Any]) -> list[Annotation]:
+def figure_annotations(span_id: str, attributes: Mapping[str, Any], trace_id: str | None = None) -> list[Annotation]:
     """One annotation per figure of ``names.ALL_METRICS`` on a span that carries ``rag.metrics.*``;
-    a figure that was not measured is marked so, with the span's recorded reasons."""
+    a figure that was not measured is marked so, with the span's recorded reasons. On the pipeline
+    root the measured proxies (in [0, 1]) also become trace annotations of ``trace_id``: Phoenix
+    charts trace annotation scores over time, and its trace table filters on them."""
     inclusion = attributes.get(names.RAG_METRICS_INCLUSION_METHOD)
     status = attributes.get(names.RAG_METRICS_STATUS)
     present = {m: attributes[names.metric_attribute(m)] for m in names.ALL_METRICS if names.metric_attribute(m) in attributes}
@@ -70,6 +82,8 @@ def figure_annotations(span_id: str, attributes: Mapping[str, Any]) -> list[Anno
         else:
             result = {"label": NOT_MEASURABLE, "explanation": f"not measurable: {status}" if status else NOT_MEASURABLE}
         out.append(Annotation(span_id, names.EVALUATION_NAME_PREFIX + metric, result, metadata))
+    if trace_id is not None and attributes.get(names.RAG_STAGE) == names.STAGE_PIPELINE:
+        out += [replace(a, target=trace_id, kind=TRACE) for a in out if a.name[len(names.EVALUATION_NAME_PREFIX) :] in names.PROXY_METRICS and "score" in a.result]
     return out
 
 
@@ -170,9 +184,9 @@ def _marks(pipeline: _Pipeline) -> list[Annotation]:
     for span_id, stage, ids in pipeline.documents:
         for position, chunk_id in enumerate(ids):
             metadata = {"source": "ragtrace", "chunk_id": chunk_id, "stage": stage}
-            out.append(Annotation(span_id, IN_PROMPT, _in_prompt(chunk_id, context is not None, placed, dropped, total), metadata, position))
+            out.append(Annotation(span_id, IN_PROMPT, _in_prompt(chunk_id, context is not None, placed, dropped, total), metadata, position, DOCUMENT))
             if cited is not None or citation_status is not None:
-                out.append(Annotation(span_id, CITED, _cited_result(chunk_id, cited, citation_status, placed), metadata, position))
+                out.append(Annotation(span_id, CITED, _cited_result(chunk_id, cited, citation_status, placed), metadata, position, DOCUMENT))
     return out
 
 

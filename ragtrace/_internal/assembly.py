@@ -9,14 +9,13 @@ Pure: no spans, no globals.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
 from . import names
-from .chunks import Accessors, Chunk, NO_ACCESSORS, to_chunk
+from .chunks import Accessors, Chunk, NO_ACCESSORS, placeable, to_chunk
 from .tokens import DEFAULT_TOKENIZER, Tokenizer
 
 Message = Mapping[str, Any]
@@ -28,7 +27,7 @@ DEFAULT_TEMPLATE = (
     "Answer the question using only the sources below. Cite the sources you use as [n].\n\n"
     "Sources:\n{context}\n\nQuestion: {question}\nAnswer:"
 )
-_VARIABLE = re.compile(r"\{(\w+)\}")
+_PLACEHOLDER = re.compile(r"(\{\w+\})")  # captured whole: ``split`` keeps the braces
 _CONTEXT = "{context}"
 
 
@@ -84,30 +83,21 @@ class ContextRecord:
 
 
 def fill(template: str, variables: Mapping[str, Any]) -> str:
-    """``{name}`` placeholders filled from ``variables``; every other brace is left alone."""
-    # templates repeat, message contents don't: only short strings are parsed through the cache
-    parts = _cached_parts(template) if len(template) <= _CACHED_TEMPLATE_CHARS else _template_parts(template)
+    """``{name}`` placeholders filled from ``variables``; every other brace is left alone.
+
+    Parsed afresh each time, in one C-level split: a template or chat message can be content,
+    and a process-wide cache of them would keep it after the pipeline ends (bench_template_fill.py
+    measures the cost against the cache this replaced)."""
+    if "{" not in template:
+        return template
+    parts = _PLACEHOLDER.split(template)  # literal text and ``{name}`` placeholders, alternating
     if len(parts) == 1:
         return template
-    return "".join(
-        part if index % 2 == 0 else str(variables[part[1:-1]]) if part[1:-1] in variables else part
-        for index, part in enumerate(parts)
-    )
-
-
-def _template_parts(template: str) -> tuple[str, ...]:
-    """Literal text and ``{name}`` placeholders, alternating."""
-    parts: list[str] = []
-    last = 0
-    for match in _VARIABLE.finditer(template):
-        parts += [template[last : match.start()], match.group(0)]
-        last = match.end()
-    parts.append(template[last:])
-    return tuple(parts)
-
-
-_CACHED_TEMPLATE_CHARS = 2048
-_cached_parts = functools.lru_cache(maxsize=128)(_template_parts)
+    for index in range(1, len(parts), 2):
+        name = parts[index][1:-1]
+        if name in variables:
+            parts[index] = str(variables[name])
+    return "".join(parts)
 
 
 @dataclass(slots=True)
@@ -235,7 +225,8 @@ class ContextBuilder:
             self._dropped.append(Drop(chunk.id, str(reason) or names.DROP_FILTERED))
 
     def _chunk(self, item: Any) -> Chunk | None:
-        chunk = to_chunk(item, len(self._entries) + 1, self.accessors)
+        failed: list[str] = []
+        chunk = placeable(to_chunk(item, len(self._entries) + 1, self.accessors, failed), failed)
         if chunk is None:
             self.unreadable += 1
         return chunk

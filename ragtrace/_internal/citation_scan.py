@@ -33,6 +33,7 @@ from .citation_syntax import (
     has_citations,
     last_key,
 )
+from .patterns import uncached
 
 
 class Scanner(KeyResolver):
@@ -211,7 +212,7 @@ class Scanner(KeyResolver):
                 if rest.find(token + "(") < 0:
                     text = rest.replace(token, REPEAT_MASK * len(token))
                 else:
-                    text = re.sub(re.escape(token) + r"(?!\()", REPEAT_MASK * len(token), rest)
+                    text = uncached(re.escape(token) + r"(?!\()").sub(REPEAT_MASK * len(token), rest)  # answer text: not in re's cache
                 position, end = 0, len(text)
                 maskings += 1
 

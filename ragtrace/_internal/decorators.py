@@ -23,6 +23,7 @@ from .answer import checked_pattern
 from .passthrough import record_as_consumed
 from .assemble_stage import Assemble
 from .generation import Generate
+from .invocation import parameter_reader
 from .retrieval import Embed, Rerank, Retrieve
 from .stage import Stage
 
@@ -372,17 +373,21 @@ def generator(
     """
     citation_pattern = checked_pattern(citation_pattern)  # a misconfiguration raises here, once
 
-    def make(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Stage:
-        return Generate(
-            model,
-            provider,
-            prompt=_first(args, kwargs, _PROMPT_KEYS, _is_prompt),
-            role=role,
-            citation_pattern=citation_pattern,
-            temperature=kwargs.get("temperature"),
-            max_tokens=kwargs.get("max_tokens"),
-            tracer_provider=tracer_provider,
-        )
+    def traced(target: Any) -> Any:
+        used = parameter_reader(getattr(target, "__func__", target), ("temperature", "max_tokens"))  # defaults count: they were used
+
+        def make(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Stage:
+            return Generate(
+                model,
+                provider,
+                prompt=_first(args, kwargs, _PROMPT_KEYS, _is_prompt),
+                role=role,
+                citation_pattern=citation_pattern,
+                tracer_provider=tracer_provider,
+                **used(args, kwargs),
+            )
+
+        return _decorate(target, make, result, tracer_provider, results_stream=True)
 
     def result(stage: Any, args: tuple[Any, ...], kwargs: dict[str, Any], value: Any, streamed: bool) -> None:
         if streamed:
@@ -390,7 +395,7 @@ def generator(
         else:
             stage.record(value)
 
-    return _bare_or_configured(func, lambda f: _decorate(f, make, result, tracer_provider, results_stream=True))
+    return _bare_or_configured(func, traced)
 
 
 def pipeline_decorator(func: _F, name: str, options: dict[str, Any]) -> _F:

@@ -353,7 +353,10 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(RAG_CONTENT_MODE, "string", "pipeline", False, "Content policy in force: full, redact or hash."),
     AttributeInfo(RAG_CONTENT_SAMPLED, "boolean", "pipeline", False, "With full_content_sample: whether this pipeline was drawn for full content."),
     AttributeInfo(RAG_CONTENT_SAMPLE_SHARE, "double", "pipeline", False, "With full_content_sample: the share of pipelines drawn for full content."),
-    AttributeInfo(RAG_UNREADABLE_ITEMS, "int", "retrieve, rerank, assemble", False, "Result items ragtrace could not understand (skipped, warned)."),
+    AttributeInfo(
+        RAG_UNREADABLE_ITEMS, "int", "retrieve, rerank, assemble", False,
+        "Result items ragtrace could not fully read: no id and no text (skipped), or one of your callbacks raised on it (still counted as retrieved). Warned once.",
+    ),
     AttributeInfo(RAG_RETRIEVAL_CHUNK_IDS, "string[]", "retrieve", False, "Chunk ids in rank order."),
     AttributeInfo(RAG_RETRIEVAL_SCORES, "double[]", "retrieve", False, "Scores aligned with chunk_ids (NaN when absent)."),
     AttributeInfo(RAG_RETRIEVAL_RANKS, "int[]", "retrieve", False, "1-based ranks aligned with chunk_ids."),

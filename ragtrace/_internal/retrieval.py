@@ -155,7 +155,7 @@ class Retrieve(_Results):
             if normalized.unreadable:
                 warn_once(
                     "unreadable:retrieve",
-                    "%d retrieved item(s) could not be read as chunks (no id and no text); pass id_of=/content_of=",
+                    "%d retrieved item(s) could not be read in full (no id and no text, or a callback of yours raised); pass id_of=/content_of=",
                     normalized.unreadable,
                 )
             chunks = normalized.chunks

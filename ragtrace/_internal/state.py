@@ -21,7 +21,7 @@ from typing import Any
 from opentelemetry.trace import Span
 
 from .assembly import ContextRecord
-from .chunks import Chunk
+from .chunks import STAND_IN, Chunk
 from .config import Config
 from .figures import Answer
 from .guard import new_locks_after_fork, warn_once
@@ -55,6 +55,8 @@ class PipelineState:
         """Record a retrieval's chunks (text dropped) and return them with canonical ids."""
         kept = []
         for chunk in chunks:
+            if chunk.id.startswith(STAND_IN):  # unique per retrieval: two unreadable items are two
+                chunk = replace(chunk, id=f"{STAND_IN}{len(self.retrievals) + 1}.{chunk.rank}")
             chunk = self.canonical(chunk)
             if chunk.content_hash and chunk.content_hash not in self._ids_by_hash:
                 self._ids_by_hash[chunk.content_hash] = chunk.id

@@ -3,9 +3,10 @@
 ``configure(exporter="phoenix:http://127.0.0.1:6006")`` builds one (``pip install 'ragtrace[phoenix]'``).
 Each ``export()`` (on the span processor's export thread) first sends its spans over OTLP/HTTP,
 then derives annotations from those finished spans (``_internal/annotations.py``: one per figure on
-the root and the answer generation, and each retriever and reranker document's placed and cited
-marks) and writes them in batches through ``arize-phoenix-client`` (Phoenix's ``/v1/span_annotations``
-and ``/v1/document_annotations``, asynchronous inserts that Phoenix holds until their span arrives).
+the root and the answer generation, the proxies also on the trace, and each retriever and reranker
+document's placed and cited marks) and writes them in batches through ``arize-phoenix-client``
+(Phoenix's ``/v1/span_annotations``, ``/v1/document_annotations`` and ``/v1/trace_annotations``,
+asynchronous inserts that Phoenix holds until their span arrives).
 
 Annotations wait in a bounded queue. When it is full the oldest are dropped, logged once and
 counted (``dropped_annotations``). A Phoenix that can't be reached is logged once; its annotations
@@ -141,7 +142,7 @@ class PhoenixExporter(SpanExporter):
         if context is None or not attributes:
             return []
         span_id = annotations.span_hex(context.span_id)
-        found = annotations.figure_annotations(span_id, attributes)
+        found = annotations.figure_annotations(span_id, attributes, annotations.trace_hex(context.trace_id))
         found += self._marks.add(context.trace_id, span_id, attributes)
         return found
 
@@ -162,13 +163,14 @@ class PhoenixExporter(SpanExporter):
         """Send the queue in batches; on a transport or server error keep the rest for later."""
         while self._queue:
             batch = [self._queue.popleft() for _ in range(min(self.batch_size, len(self._queue)))]
-            spans = [a.payload() for a in batch if a.document_position is None]
-            documents = [a.payload() for a in batch if a.document_position is not None]
+            spans, documents, traces = ([a.payload() for a in batch if a.kind == kind] for kind in (annotations.SPAN, annotations.DOCUMENT, annotations.TRACE))
             try:
                 if spans:
                     self._client.spans.log_span_annotations(span_annotations=spans, sync=False)
                 if documents:
                     self._client.spans.log_document_annotations(document_annotations=documents, sync=False)
+                if traces:
+                    self._client.traces.log_trace_annotations(trace_annotations=traces, sync=False)
             except Exception as error:  # noqa: BLE001 - never raise into the export thread
                 if self._retryable(error):
                     self._queue.extendleft(reversed(batch))  # upserts by name and span: a resend is harmless

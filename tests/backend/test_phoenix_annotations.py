@@ -21,6 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -45,8 +46,6 @@ class Annotated:
         self.server, self.project = server, project
         self.exporter = PhoenixExporter(server.base_url, project=project, **options)
         self.memory = InMemorySpanExporter()
-        from opentelemetry.sdk.resources import Resource
-
         self.provider = TracerProvider(resource=Resource.create(self.exporter.resource_attributes))
         self.provider.add_span_processor(BatchSpanProcessor(self.exporter, schedule_delay_millis=60_000))
         self.provider.add_span_processor(SimpleSpanProcessor(self.memory))
@@ -61,24 +60,43 @@ class Annotated:
     def span_annotations(self, span_ids: list[str], want: int, timeout: float = 20.0) -> list[dict]:
         return poll(lambda: self.client.spans.get_span_annotations(span_ids=span_ids, project_identifier=self.project), want, timeout)
 
+    def filtered(self, condition: str) -> list[str]:
+        """The span ids Phoenix's span filter (the UI's filter box, over GraphQL) gives for ``condition``."""
+        projects = self.server.client.request("POST", "/graphql", body={"query": "{ projects { edges { node { id name } } } }"})
+        project = next(e["node"]["id"] for e in projects["data"]["projects"]["edges"] if e["node"]["name"] == self.project)
+        query = """query ($id: ID!, $condition: String) { node(id: $id) { ... on Project {
+            spans(first: 100, filterCondition: $condition) { edges { node { context { spanId } } } } } } }"""
+        answer = self.server.client.request("POST", "/graphql", body={"query": query, "variables": {"id": project, "condition": condition}})
+        assert not answer.get("errors"), answer
+        return [e["node"]["context"]["spanId"] for e in answer["data"]["node"]["spans"]["edges"]]
+
+    def trace_annotations(self, trace_id: str) -> list[dict]:
+        """Phoenix's REST ``/v1/projects/{p}/trace_annotations`` (the client only writes them)."""
+        path = f"/v1/projects/{self.project}/trace_annotations"
+        return self.server.client.request("GET", path, [("trace_ids", trace_id)])["data"]
+
     def document_marks(self, span_id: str, want: int, timeout: float = 20.0) -> list[dict]:
-        """What a span's document cards show: Phoenix's document annotations (GraphQL, as the UI reads them)."""
-
-        def fetch() -> list[dict]:
-            spans = self.server.get_spans(self.project, missing_ok=True)
-            node_id = next((s["id"] for s in spans if s["context"]["span_id"] == span_id), None)
-            if node_id is None:
-                return []
-            query = """query ($id: ID!) { node(id: $id) { ... on Span {
-                documentEvaluations { name documentPosition score label explanation annotatorKind } } } }"""
-            answer = self.server.client.request("POST", "/graphql", body={"query": query, "variables": {"id": node_id}})
-            assert not answer.get("errors"), answer
-            return answer["data"]["node"]["documentEvaluations"]
-
-        return poll(fetch, want, timeout)
+        return document_marks(self.server, self.project, span_id, want, timeout)
 
     def close(self) -> None:
         self.provider.shutdown()
+
+
+def document_marks(server: PhoenixServer, project: str, span_id: str, want: int, timeout: float = 20.0) -> list[dict]:
+    """What a span's document cards show: Phoenix's document annotations (GraphQL, as the UI reads them)."""
+
+    def fetch() -> list[dict]:
+        spans = server.get_spans(project, missing_ok=True)
+        node_id = next((s["id"] for s in spans if s["context"]["span_id"] == span_id), None)
+        if node_id is None:
+            return []
+        query = """query ($id: ID!) { node(id: $id) { ... on Span {
+            documentEvaluations { name documentPosition score label explanation annotatorKind } } } }"""
+        answer = server.client.request("POST", "/graphql", body={"query": query, "variables": {"id": node_id}})
+        assert not answer.get("errors"), answer
+        return answer["data"]["node"]["documentEvaluations"]
+
+    return poll(fetch, want, timeout)
 
 
 def poll(fetch: Callable[[], list[dict]], want: int, timeout: float) -> list[dict]:
@@ -146,6 +164,15 @@ def test_every_figure_is_an_annotation_on_the_root_and_the_answer(annotated) -> 
         assert on_span["ragtrace.recall_proxy"]["result"]["label"] == "medium"
         assert on_span["ragtrace.cited"]["result"]["label"] == "cited"
         assert on_span["ragtrace.invalid_citations"]["result"]["label"] == "none"
+    # the proxies on the trace too, where Phoenix charts trace annotation scores
+    trace_id = format(run.span.get_span_context().trace_id, "032x")
+    on_trace = poll(lambda: a.trace_annotations(trace_id), len(names.PROXY_METRICS), 20.0)
+    assert {x["name"]: x["result"]["score"] for x in on_trace} == {f"ragtrace.{m}": run.metrics[m] for m in names.PROXY_METRICS}
+    assert {x["result"]["label"] for x in on_trace} <= {"none", "low", "medium", "high"}
+    # Phoenix's span filter reads them as evaluations (it matched nothing before)
+    assert sorted(a.filtered("evals['ragtrace.recall_proxy'].score < 0.6")) == sorted([root_id, answer_id])
+    assert a.filtered("evals['ragtrace.recall_proxy'].score < 0.2") == []
+    assert sorted(a.filtered("annotations['ragtrace.cited'].label == 'cited'")) == sorted([root_id, answer_id])
     # nothing else of the trace carries span annotations
     others = [hex_id(s) for s in a.memory.get_finished_spans() if hex_id(s) not in (root_id, answer_id)]
     assert a.client.spans.get_span_annotations(span_ids=others, project_identifier=a.project) == []
@@ -260,7 +287,9 @@ def test_no_annotation_carries_content(annotated, mode: str) -> None:
         count = len(span.attributes.get(names.RAG_RETRIEVAL_CHUNK_IDS) or span.attributes.get(names.RAG_RERANK_OUTPUT_IDS) or ())
         documents += a.document_marks(hex_id(span), 2 * count) if count else []
     assert len(documents) == 2 * (4 + 3)
-    text = json.dumps([found, documents], ensure_ascii=False)
+    on_trace = poll(lambda: a.trace_annotations(format(run.span.get_span_context().trace_id, "032x")), len(names.PROXY_METRICS), 20.0)
+    assert len(on_trace) == len(names.PROXY_METRICS)
+    text = json.dumps([found, documents, on_trace], ensure_ascii=False)
     for marker in m.all():
         assert marker not in text, marker
 
@@ -269,7 +298,7 @@ def test_no_annotation_carries_content(annotated, mode: str) -> None:
 def test_a_full_queue_drops_the_oldest_and_says_so_once(annotated, caplog: pytest.LogCaptureFixture) -> None:
     """Two pipelines exported in one batch into a queue that holds one pipeline's annotations:
     the first pipeline's are dropped, the second's all arrive."""
-    per_pipeline = 2 * len(FIGURES) + 2 * (4 + 3)
+    per_pipeline = 2 * len(FIGURES) + len(names.PROXY_METRICS) + 2 * (4 + 3)
     a = annotated(max_queued=per_pipeline)
     with caplog.at_level(logging.WARNING, logger="ragtrace"):
         older = run_pipeline()
@@ -307,3 +336,29 @@ def test_configure_with_a_phoenix_url(phoenix_server: PhoenixServer, phoenix_pro
     assert got["ragtrace.retrieved"]["score"] == 1.0
     assert got["ragtrace.cited"]["label"] == "not measurable"  # no answer in this pipeline
     assert [s["session_id"] for s in client.sessions.list(project_name=phoenix_project)] == ["sess-configured"]
+
+
+# --- make demo PHOENIX=URL -------------------------------------------------------------------------
+def test_the_demo_with_phoenix(phoenix_server: PhoenixServer, tmp_path: Path) -> None:
+    """The offline demo (real models) with --phoenix: figures, document marks, the session, the template."""
+    demo = Path(__file__).resolve().parents[2] / "examples" / "demo" / "run_demo.py"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "RAGTRACE_", "PHOENIX_"))}
+    done = subprocess.run(
+        [sys.executable, str(demo), "--questions", "1", "--out", str(tmp_path / "demo.jsonl"), "--phoenix", phoenix_server.base_url],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    spans = phoenix_server.wait_for_spans("ragtrace-demo", 6)
+    root = next(s for s in spans if s["parent_id"] is None)
+    retrieve = next(s for s in spans if s["span_kind"] == "RETRIEVER")
+    llm = next(s for s in spans if s["span_kind"] == "LLM")["attributes"]
+    assert llm["llm.model_name"] == "SmolLM2-135M-Instruct" and llm["gen_ai.response.model"] == "SmolLM2-135M-Instruct-Q4_1"
+    assert json.loads(llm["llm.invocation_parameters"]) == {"temperature": 0.0, "max_tokens": 64}
+    client = Client(base_url=phoenix_server.base_url)
+    found = poll(lambda: client.spans.get_span_annotations(span_ids=[root["context"]["span_id"]], project_identifier="ragtrace-demo"), len(FIGURES), 30.0)
+    assert {x["name"] for x in found} == {f"ragtrace.{m}" for m in FIGURES}
+    assert next(x for x in found if x["name"] == "ragtrace.retrieved")["result"]["score"] == 6.0
+    marks = document_marks(phoenix_server, "ragtrace-demo", retrieve["context"]["span_id"], 12, 30.0)
+    placed = [m for m in marks if m["name"] == "ragtrace.in_prompt"]
+    assert len(placed) == 6 and sum(m["score"] for m in placed) == 3.0  # 3 of the 6 reached the prompt
+    assert [s["session_id"] for s in client.sessions.list(project_name="ragtrace-demo")] == [root["attributes"]["session.id"]]

@@ -316,3 +316,15 @@ def test_vercel_ai_sdk_prompt_is_searched(cli, tmp_path):
     assert row["answers"] == 1
     assert (row["retrieved"], row["in_context"], row["cited"]) == (3, 2, 1)
     assert row["recall_proxy_weighted"] == pytest.approx((1 / 2) / (1 + 1 / 2 + 1 / 3))
+
+
+def test_a_citation_to_chunks_found_under_no_readable_label_is_not_measurable(cli, tmp_path):
+    """The chunks are in the prompt, but under labels the search can't read: "[1]" may be d1, so
+    the answer's citations are not scored (it was invalid_citations 1 and recall_proxy 0.0)."""
+    path = tmp_path / "oi.jsonl"
+    unlabelled = "Use these passages.\n\n" + "\n\n".join(f"({word}) {DOCS[i]['content']}" for word, i in (("one", "d1"), ("two", "d2")))
+    openinference(path, prompt_text=unlabelled)
+    row, _ = _row(cli, path)
+    assert (row["retrieved"], row["in_context"]) == (4, 2)
+    assert row["recall_proxy"] is None and row["invalid_citations"] is None
+    assert "citations_unresolved" in row["status"]
