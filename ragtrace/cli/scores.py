@@ -41,6 +41,7 @@ from .spans import Span, Trace
 
 DEFAULT_SCORE_BAR = 0.5
 RUNS_SPOOL_BYTES = 1 << 20  # the runs' join fields kept in memory before they go to a temporary file
+_BATCH_RUNS = 1024  # runs encoded together (and kept meanwhile: about 250 bytes each)
 EXAMPLES = 3  # example trace ids per quadrant: those with the lowest scores
 QUADRANT_SHARE = 0.2  # share of scored runs in a problem quadrant that makes a recommendation
 
@@ -132,7 +133,8 @@ class ScoreJoin:
     def __init__(self, proxy_bar: float, score_bars: Mapping[str, float] | None = None, proxy: str = METRIC_RECALL_PROXY) -> None:
         self.proxy, self.proxy_bar = proxy, proxy_bar
         self.score_bars = dict(score_bars or {})
-        self._runs: IO[str] | None = None  # JSON lines [trace id, root span id, proxy or null], one per run
+        self._batch: list[tuple[str, str, float | None]] = []  # (trace id, root span id, proxy) of the runs not spooled yet
+        self._runs: IO[str] | None = None  # JSON lines, each a list of such triples
         self._closed = False
         self._scores: list[Score] = []
         self._summaries: dict[str, ScoreSummary] | None = None
@@ -149,15 +151,22 @@ class ScoreJoin:
 
     def add_rows(self, rows: Iterable[Row]) -> None:
         self._check_open()
-        runs = self._runs
-        if runs is None:
-            runs = self._runs = tempfile.SpooledTemporaryFile(max_size=RUNS_SPOOL_BYTES, mode="w+", encoding="utf-8")
+        batch = self._batch
         for row in rows:
             value = row.figures.get(self.proxy)
             proxy = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and row.measurable else None
-            runs.write(_dumps([row.trace_id, row.span_id, proxy]))
-            runs.write("\n")
+            batch.append((row.trace_id, row.span_id, proxy))
+        if len(batch) >= _BATCH_RUNS:
+            self._spill()
         self._summaries = None
+
+    def _spill(self) -> None:
+        """The batched runs to the spool, as one JSON line (one encoder call per batch, not per run)."""
+        if self._runs is None:
+            self._runs = tempfile.SpooledTemporaryFile(max_size=RUNS_SPOOL_BYTES, mode="w+", encoding="utf-8")
+        self._runs.write(_dumps(self._batch))
+        self._runs.write("\n")
+        self._batch.clear()
 
     def finish(self) -> None:
         """Join now and drop the spooled runs: once everything is read (``summaries`` keeps the result)."""
@@ -168,6 +177,7 @@ class ScoreJoin:
         if self._runs is not None:
             self._runs.close()
             self._runs = None
+        self._batch.clear()
         self._closed = True
 
     def _check_open(self) -> None:
@@ -217,14 +227,18 @@ class ScoreJoin:
         """Trace id -> (root span id, proxy) of each run, in input order, for the scored traces only."""
         runs: dict[str, list[tuple[str, float | None]]] = {}
         wanted = {score.trace_id for score in self._scores}
+        if not wanted:
+            return runs
+        if self._batch:
+            self._spill()
         spool = self._runs
-        if not wanted or spool is None:
+        if spool is None:
             return runs
         spool.seek(0)
         for line in spool:
-            trace_id, span_id, proxy = json.loads(line)
-            if trace_id in wanted:
-                runs.setdefault(trace_id, []).append((span_id, proxy))
+            for trace_id, span_id, proxy in json.loads(line):
+                if trace_id in wanted:
+                    runs.setdefault(trace_id, []).append((span_id, proxy))
         spool.seek(0, 2)  # more runs may follow
         return runs
 

@@ -60,6 +60,16 @@ class Annotated:
     def span_annotations(self, span_ids: list[str], want: int, timeout: float = 20.0) -> list[dict]:
         return poll(lambda: self.client.spans.get_span_annotations(span_ids=span_ids, project_identifier=self.project), want, timeout)
 
+    def filtered(self, condition: str) -> list[str]:
+        """The span ids Phoenix's span filter (the UI's filter box, over GraphQL) gives for ``condition``."""
+        projects = self.server.client.request("POST", "/graphql", body={"query": "{ projects { edges { node { id name } } } }"})
+        project = next(e["node"]["id"] for e in projects["data"]["projects"]["edges"] if e["node"]["name"] == self.project)
+        query = """query ($id: ID!, $condition: String) { node(id: $id) { ... on Project {
+            spans(first: 100, filterCondition: $condition) { edges { node { context { spanId } } } } } } }"""
+        answer = self.server.client.request("POST", "/graphql", body={"query": query, "variables": {"id": project, "condition": condition}})
+        assert not answer.get("errors"), answer
+        return [e["node"]["context"]["spanId"] for e in answer["data"]["node"]["spans"]["edges"]]
+
     def trace_annotations(self, trace_id: str) -> list[dict]:
         """Phoenix's REST ``/v1/projects/{p}/trace_annotations`` (the client only writes them)."""
         path = f"/v1/projects/{self.project}/trace_annotations"
@@ -159,6 +169,10 @@ def test_every_figure_is_an_annotation_on_the_root_and_the_answer(annotated) -> 
     on_trace = poll(lambda: a.trace_annotations(trace_id), len(names.PROXY_METRICS), 20.0)
     assert {x["name"]: x["result"]["score"] for x in on_trace} == {f"ragtrace.{m}": run.metrics[m] for m in names.PROXY_METRICS}
     assert {x["result"]["label"] for x in on_trace} <= {"none", "low", "medium", "high"}
+    # Phoenix's span filter reads them as evaluations (it matched nothing before)
+    assert sorted(a.filtered("evals['ragtrace.recall_proxy'].score < 0.6")) == sorted([root_id, answer_id])
+    assert a.filtered("evals['ragtrace.recall_proxy'].score < 0.2") == []
+    assert sorted(a.filtered("annotations['ragtrace.cited'].label == 'cited'")) == sorted([root_id, answer_id])
     # nothing else of the trace carries span annotations
     others = [hex_id(s) for s in a.memory.get_finished_spans() if hex_id(s) not in (root_id, answer_id)]
     assert a.client.spans.get_span_annotations(span_ids=others, project_identifier=a.project) == []
@@ -197,6 +211,22 @@ def test_labels_where_they_help_and_figures_not_measured(annotated) -> None:
         else:  # never a silent 0: said so, with the recorded reason
             assert result["score"] is None and result["label"] == "not measurable"
             assert "no_answer" in result["explanation"]
+
+
+@pytest.mark.parametrize("mode", ["full", "redact"])
+def test_a_judges_score_is_an_annotation_on_the_run_by_its_scorer(annotated, mode: str) -> None:
+    a = annotated()
+    ragtrace.configure(tracer_provider=a.provider, capture_content=mode)
+    run = run_pipeline()
+    ragtrace.record_score(run, name="groundedness", value=0.4, scorer="llm", label="partly", explanation="JUDGEMARK two of five claims")
+    ragtrace.record_score(run, name="helpful", value=1.0, scorer="human")
+    a.flush()
+    found = by_name(a.span_annotations([hex_id(run)], len(FIGURES) + 2))
+    judged, helpful = found["groundedness"], found["helpful"]
+    assert (judged["annotator_kind"], judged["result"]["score"], judged["result"]["label"]) == ("LLM", 0.4, "partly")
+    assert judged["result"]["explanation"] == ("JUDGEMARK two of five claims" if mode == "full" else None)  # content
+    assert (helpful["annotator_kind"], helpful["result"]["score"]) == ("HUMAN", 1.0)
+    assert len(found) == len(FIGURES) + 2
 
 
 # --- document marks ---------------------------------------------------------------------------
