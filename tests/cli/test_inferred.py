@@ -328,3 +328,31 @@ def test_a_citation_to_chunks_found_under_no_readable_label_is_not_measurable(cl
     assert (row["retrieved"], row["in_context"]) == (4, 2)
     assert row["recall_proxy"] is None and row["invalid_citations"] is None
     assert "citations_unresolved" in row["status"]
+
+
+def test_an_llm_grader_shown_every_chunk_unlabelled_is_not_the_answer(cli, tmp_path):
+    """After the answer (sources labelled), a judge call is shown every retrieved chunk with no
+    labels. Its chunks were never the answer's context: C = {d1, d2}, not all four."""
+    path = tmp_path / "graded.jsonl"
+    provider = provider_to(path, service="oi-app")
+    tracer = provider.get_tracer("openinference.instrumentation.langchain")
+    with tracer.start_as_current_span("RetrievalQA") as root:
+        root.set_attribute(names.OI_SPAN_KIND, names.OI_KIND_CHAIN)
+        root.set_attribute(names.OI_INPUT_VALUE, QUESTION)
+        with tracer.start_as_current_span("VectorStoreRetriever") as retriever:
+            retriever.set_attribute(names.OI_SPAN_KIND, names.OI_KIND_RETRIEVER)
+            for index, doc in enumerate(docs("d1", "d2", "d3", "d4")):
+                retriever.set_attribute(names.indexed(names.OI_RETRIEVAL_DOCUMENTS, index, names.OI_DOCUMENT_ID), doc["id"])
+                retriever.set_attribute(names.indexed(names.OI_RETRIEVAL_DOCUMENTS, index, names.OI_DOCUMENT_CONTENT), doc["content"])
+        for prompt, output in (
+            (_sources("d1", "d2") + "\n\nQuestion: " + QUESTION, "BM25 ranks lexically [1]."),
+            ("Rate 1-5 how well the answer is supported.\n\n" + "\n\n".join(d["content"] for d in docs("d1", "d2", "d3", "d4")), "Score: 4"),
+        ):
+            with tracer.start_as_current_span("ChatOpenAI") as llm:
+                llm.set_attribute(names.OI_SPAN_KIND, names.OI_KIND_LLM)
+                llm.set_attribute(names.OI_INPUT_VALUE, prompt)
+                llm.set_attribute(names.indexed(names.OI_LLM_OUTPUT_MESSAGES, 0, names.OI_MESSAGE_CONTENT), output)
+    provider.shutdown()
+    row, _ = _row(cli, path)
+    assert (row["retrieved"], row["in_context"], row["cited"]) == (4, 2, 1)
+    assert row["context_precision"] == 0.5 and row["recall_proxy"] == 0.25 and row["answers"] == 1
