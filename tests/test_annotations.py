@@ -50,6 +50,9 @@ def test_marks_follow_the_assembly_the_answer_was_shown() -> None:
     assert marks[(0, annotations.IN_PROMPT)]["score"] == 0.0  # "a" was only in the draft
     assert marks[(1, annotations.IN_PROMPT)] == {"score": 1.0, "label": "placed", "explanation": "in the prompt at position 1 of 1 as [1]"}
     assert marks[(1, annotations.CITED)]["label"] == "cited" and marks[(0, annotations.CITED)]["label"] == "not cited"
+    metadata = {(a.document_position, a.name): a.metadata for a in found if a.kind == annotations.DOCUMENT}
+    assert metadata[(1, annotations.IN_PROMPT)] == {"source": "ragtrace", "chunk_id": "b", "stage": "retrieve", "prompt_position": 1, "citation_label": "1"}
+    assert metadata[(0, annotations.IN_PROMPT)] == {"source": "ragtrace", "chunk_id": "a", "stage": "retrieve"}
 
 
 def test_figures_on_the_root_and_the_answer_and_the_proxies_on_the_trace() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import sys
 import time
 
 import pytest
@@ -96,3 +97,9 @@ def test_the_project_goes_into_the_resource(monkeypatch: pytest.MonkeyPatch) -> 
     assert PhoenixExporter(f"http://127.0.0.1:{closed_port()}", project="given").resource_attributes == {"openinference.project.name": "given"}
     monkeypatch.delenv("PHOENIX_PROJECT_NAME")
     assert PhoenixExporter(f"http://127.0.0.1:{closed_port()}").resource_attributes == {}
+
+
+def test_without_the_extra_configure_says_which_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "phoenix.client", None)  # as if arize-phoenix-client were not installed
+    with pytest.raises(ValueError, match=r"pip install 'ragtrace\[phoenix\]'"):
+        ragtrace.configure(exporter="phoenix:http://127.0.0.1:6006")

@@ -45,9 +45,10 @@ class Annotation:
     metadata: dict[str, Any]
     document_position: int | None = None  # set: a document annotation
     kind: str = SPAN
+    annotator: str = ANNOTATOR
 
     def payload(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"name": self.name, "annotator_kind": ANNOTATOR, "result": self.result, "metadata": self.metadata}
+        data: dict[str, Any] = {"name": self.name, "annotator_kind": self.annotator, "result": self.result, "metadata": self.metadata}
         data["trace_id" if self.kind == TRACE else "span_id"] = self.target
         if self.document_position is not None:
             data["document_position"] = self.document_position
@@ -120,6 +121,25 @@ def _number(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
+# --- judges' scores (record_score) ------------------------------------------------------------
+def score_annotations(run_span_id: str, events: Sequence[Mapping[str, Any]]) -> list[Annotation]:
+    """An ``evaluation {name}`` span's ``gen_ai.evaluation.result`` events as annotations on the
+    run's root (its parent), by the scorer's kind (LLM, HUMAN or CODE); the explanation only when
+    the content policy let it onto the event."""
+    out = []
+    for event in events:
+        name, value = event.get(names.GEN_AI_EVALUATION_NAME), event.get(names.GEN_AI_EVALUATION_SCORE_VALUE)
+        if not isinstance(name, str) or not isinstance(value, (int, float)):
+            continue
+        result: dict[str, Any] = {"score": float(value)}
+        for key, attribute in (("label", names.GEN_AI_EVALUATION_SCORE_LABEL), ("explanation", names.GEN_AI_EVALUATION_EXPLANATION)):
+            if isinstance(event.get(attribute), str):
+                result[key] = event[attribute]
+        scorer = str(event.get(names.RAG_EVALUATION_SCORER) or names.SCORER_CODE).upper()
+        out.append(Annotation(run_span_id, name, result, {"source": "ragtrace.record_score"}, annotator=scorer))
+    return out
+
+
 # --- documents -----------------------------------------------------------------------------
 @dataclass(slots=True)
 class _Pipeline:
@@ -183,7 +203,10 @@ def _marks(pipeline: _Pipeline) -> list[Annotation]:
     out = []
     for span_id, stage, ids in pipeline.documents:
         for position, chunk_id in enumerate(ids):
-            metadata = {"source": "ragtrace", "chunk_id": chunk_id, "stage": stage}
+            metadata: dict[str, Any] = {"source": "ragtrace", "chunk_id": chunk_id, "stage": stage}
+            where = placed.get(chunk_id)
+            if where is not None:  # for filters and exports: where it sat in the prompt, without parsing text
+                metadata.update(prompt_position=where.position, citation_label=where.label)
             out.append(Annotation(span_id, IN_PROMPT, _in_prompt(chunk_id, context is not None, placed, dropped, total), metadata, position, DOCUMENT))
             if cited is not None or citation_status is not None:
                 out.append(Annotation(span_id, CITED, _cited_result(chunk_id, cited, citation_status, placed), metadata, position, DOCUMENT))

@@ -3,8 +3,8 @@
 ``configure(exporter="phoenix:http://127.0.0.1:6006")`` builds one (``pip install 'ragtrace[phoenix]'``).
 Each ``export()`` (on the span processor's export thread) first sends its spans over OTLP/HTTP,
 then derives annotations from those finished spans (``_internal/annotations.py``: one per figure on
-the root and the answer generation, the proxies also on the trace, and each retriever and reranker
-document's placed and cited marks) and writes them in batches through ``arize-phoenix-client``
+the root and the answer generation, the proxies also on the trace, each retriever and reranker
+document's placed and cited marks, and judges' ``record_score`` results on the run's root) and writes them in batches through ``arize-phoenix-client``
 (Phoenix's ``/v1/span_annotations``, ``/v1/document_annotations`` and ``/v1/trace_annotations``,
 asynchronous inserts that Phoenix holds until their span arrives).
 
@@ -25,7 +25,7 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from .._internal import annotations
+from .._internal import annotations, names
 from .._internal.annotations import Annotation
 
 __all__ = ["PhoenixExporter", "PROJECT_ATTRIBUTE"]
@@ -144,6 +144,9 @@ class PhoenixExporter(SpanExporter):
         span_id = annotations.span_hex(context.span_id)
         found = annotations.figure_annotations(span_id, attributes, annotations.trace_hex(context.trace_id))
         found += self._marks.add(context.trace_id, span_id, attributes)
+        if attributes.get(names.RAG_STAGE) == names.STAGE_EVALUATION and span.parent is not None:  # record_score
+            results = [e.attributes or {} for e in span.events if e.name == names.GEN_AI_EVALUATION_RESULT]
+            found += annotations.score_annotations(annotations.span_hex(span.parent.span_id), results)
         return found
 
     def _enqueue(self, found: list[Annotation]) -> None:

@@ -213,6 +213,22 @@ def test_labels_where_they_help_and_figures_not_measured(annotated) -> None:
             assert "no_answer" in result["explanation"]
 
 
+@pytest.mark.parametrize("mode", ["full", "redact"])
+def test_a_judges_score_is_an_annotation_on_the_run_by_its_scorer(annotated, mode: str) -> None:
+    a = annotated()
+    ragtrace.configure(tracer_provider=a.provider, capture_content=mode)
+    run = run_pipeline()
+    ragtrace.record_score(run, name="groundedness", value=0.4, scorer="llm", label="partly", explanation="JUDGEMARK two of five claims")
+    ragtrace.record_score(run, name="helpful", value=1.0, scorer="human")
+    a.flush()
+    found = by_name(a.span_annotations([hex_id(run)], len(FIGURES) + 2))
+    judged, helpful = found["groundedness"], found["helpful"]
+    assert (judged["annotator_kind"], judged["result"]["score"], judged["result"]["label"]) == ("LLM", 0.4, "partly")
+    assert judged["result"]["explanation"] == ("JUDGEMARK two of five claims" if mode == "full" else None)  # content
+    assert (helpful["annotator_kind"], helpful["result"]["score"]) == ("HUMAN", 1.0)
+    assert len(found) == len(FIGURES) + 2
+
+
 # --- document marks ---------------------------------------------------------------------------
 def expected_marks(a: Annotated, stage: str) -> list[tuple[int, str, Any, str]]:
     """(position, name, score, label) for each document of ``stage``, joined by hand from the SDK spans."""
