@@ -18,7 +18,7 @@ from .messages import as_messages
 from .outputs import is_streaming_response, read_output, read_piece, stream_pieces
 from .spans import all_passed, gate_messages, messages_json
 from .assemble_stage import Assemble
-from .stage import Stage, as_text, float_or_none, int_or_none, prompt_json, set_figures
+from .stage import Stage, as_text, float_or_none, int_or_none, set_figures
 
 
 # --- generate ---------------------------------------------------------------------------------
@@ -268,15 +268,20 @@ class Generate(Stage):
         self._content_attributes()
 
     def _content_attributes(self) -> None:
+        """The prompt and the answer, once per reader: ``gen_ai.input.messages`` /
+        ``gen_ai.output.messages`` for GenAI backends, from which Phoenix derives
+        ``llm.input_messages`` / ``llm.output_messages`` itself. The OpenInference message keys are
+        written only where no GenAI copy went out whole (redacted, or cut by a length limit), and
+        ``output.value`` (what Phoenix shows as the LLM's output) carries the answer once more."""
         assert self.attrs is not None
         policy, limit = self.config.content, self.config.max_content_chars
+        openinference = self.config.openinference
         messages = _prompt_messages(self.prompt)
         if messages is not None:
             gated = gate_messages(messages, policy)  # each text through the policy once
             passed = all_passed(gated)
-            if passed is not None:
-                self.attrs.json_list(names.GEN_AI_INPUT_MESSAGES, messages_json(passed, limit))
-            if self.config.openinference:
+            sent = passed is not None and self.attrs.json_list(names.GEN_AI_INPUT_MESSAGES, messages_json(passed, limit))
+            if openinference and not sent:
                 for index, message in enumerate(messages[: self.config.max_documents]):
                     prefix = names.indexed(names.OI_LLM_INPUT_MESSAGES, index, "")
                     self.attrs.set(prefix + names.OI_MESSAGE_ROLE, str(message.get("role", "user")))
@@ -284,21 +289,19 @@ class Generate(Stage):
                         self._gated(prefix + names.OI_MESSAGE_CONTENT, gated[index][1])
                     elif not policy.captures:
                         self.attrs.set(prefix + names.OI_MESSAGE_CONTENT, names.REDACTED)
-                if isinstance(self.prompt, str):
-                    self._oi_value(names.OI_INPUT_VALUE, gated[0][1] if gated else None, gated=True)
-                else:
-                    self._oi_value(names.OI_INPUT_VALUE, prompt_json(self, gated), json_value=True)
         if self.text is not None:
             answer = all_passed(gate_messages([{"role": "assistant", "content": self.text}], policy))
+            sent = False
             if answer is not None:
                 output = messages_json(answer, limit)
                 output[0]["finish_reason"] = (self._usage.get("finish_reasons") or ["stop"])[0]
-                self.attrs.json_list(names.GEN_AI_OUTPUT_MESSAGES, output)
-            if self.config.openinference:
-                prefix = names.indexed(names.OI_LLM_OUTPUT_MESSAGES, 0, "")
-                self.attrs.set(prefix + names.OI_MESSAGE_ROLE, "assistant")
+                sent = self.attrs.json_list(names.GEN_AI_OUTPUT_MESSAGES, output)
+            if openinference:
                 text = answer[0][1] if answer is not None else None
-                self._gated(prefix + names.OI_MESSAGE_CONTENT, text if text is not None or policy.captures else names.REDACTED)
+                if not sent:
+                    prefix = names.indexed(names.OI_LLM_OUTPUT_MESSAGES, 0, "")
+                    self.attrs.set(prefix + names.OI_MESSAGE_ROLE, "assistant")
+                    self._gated(prefix + names.OI_MESSAGE_CONTENT, text if text is not None or policy.captures else names.REDACTED)
                 self._oi_value(names.OI_OUTPUT_VALUE, text, gated=True)
 
 

@@ -47,6 +47,7 @@ class PipelineState:
     answer_text: str | None = None
     unreadable: int = 0
     labels: dict[str, Any] = field(default_factory=dict)  # bounded metric labels of the pipeline
+    shown: dict[str, str | None] = field(default_factory=dict)  # chunk id -> content hash of text a retrieve span carries
     _ids_by_hash: dict[str, str] = field(default_factory=dict)
     implicit: bool = False  # the shared state of a trace outside any pipeline (``for_span``)
     evicted: bool = False  # a trace's stand-in state after its own was dropped from the map
