@@ -128,3 +128,28 @@ def test_the_apps_own_processor_sees_the_finished_attributes_and_run_metrics_hol
     assert recorder.ended["assemble"][names.RAG_CONTEXT_CHUNK_IDS] == ("d2", "d0", "d1")
     assert recorder.ended["retrieve"][names.RAG_RETRIEVAL_CHUNK_IDS] == ("d0", "d1", "d2", "d3")
     assert answer[names.RAG_CITATION_IDS] == ("d2", "d0")
+
+
+def test_the_roots_figures_are_the_answers_when_nothing_changed_since(spans, monkeypatch):
+    """One answer and no retrieval after it: the root's figures are computed once, not twice."""
+    from ragtrace._internal import figures
+
+    calls = []
+    real = figures.compute
+    monkeypatch.setattr(figures, "compute", lambda *a, **k: calls.append(1) or real(*a, **k))
+    ragtrace.configure(tracer_provider=spans.provider)
+    run = pipeline()
+    assert len(calls) == 1
+    assert {k: spans.one("pipeline").attributes[names.metric_attribute(k)] for k in run.metrics} == {
+        k: spans.one("generate").attributes[names.metric_attribute(k)] for k in run.metrics
+    }
+    # a retrieval after the answer changes the trace's figures: they are computed again
+    calls.clear()
+    with ragtrace.rag_pipeline("again", query=QUERY) as run:
+        with ragtrace.retrieve(QUERY) as r:
+            r.record(DOCS[:2])
+        with ragtrace.generate(model="g", prompt="p") as g:
+            g.record("no citations")
+        with ragtrace.retrieve(QUERY) as r:
+            r.record(DOCS[2:])
+    assert len(calls) == 2 and run.metrics[names.METRIC_RETRIEVED] == 4

@@ -105,7 +105,7 @@ class _Entry:
     chunk: Chunk
     label: str
     text: str
-    tokens: int
+    tokens: int | None  # None: not counted yet (the budget could not bind; ``ContextBuilder._counted``)
     truncated: bool
 
 
@@ -185,9 +185,12 @@ class ContextBuilder:
         self._dropped: list[Drop] = []
         self._seen_ids: set[str] = set()
         self._seen_hashes: set[str] = set()
-        self._used_tokens = 0
+        self._used_tokens = 0  # exact, over the counted entries
+        self._uncounted = 0  # entries whose count was put off
+        self._uncounted_bound = 0  # an upper bound on their tokens
+        self._at_most = getattr(tokenizer, "at_most", None)  # the built-in tokenizers' free upper bound
         self._prompt: Prompt | None = None
-        self._placements: list[Placement] | None = None
+        self._layout: tuple[int, int | None, list[tuple[int, int]]] | None = None  # the last render's
         self.unreadable = 0
 
     # -- placing -------------------------------------------------------------------------------
@@ -200,9 +203,17 @@ class ContextBuilder:
             self._dropped.append(Drop(chunk.id, names.DROP_DUPLICATE))
             return False
         text = chunk.content or ""
-        tokens = self.tokenizer.count(text)
+        tokens: int | None = None
         truncated = False
-        if self.max_tokens is not None and self._used_tokens + tokens > self.max_tokens:
+        bound = self._at_most(text) if self._at_most is not None else None
+        if bound is not None and (self.max_tokens is None or self._used_tokens + self._uncounted_bound + bound <= self.max_tokens):
+            # the budget can't bind: the count waits until someone reads it (tracing off: never)
+            self._uncounted += 1
+            self._uncounted_bound += bound
+        else:
+            self._count_all()
+            tokens = self.tokenizer.count(text)
+        if tokens is not None and self.max_tokens is not None and self._used_tokens + tokens > self.max_tokens:
             room = self.max_tokens - self._used_tokens
             if not self.truncate or room < min(self.min_truncated_tokens, tokens):
                 self._dropped.append(Drop(chunk.id, names.DROP_OVER_BUDGET))
@@ -213,10 +224,21 @@ class ContextBuilder:
         self._seen_ids.add(chunk.id)
         if chunk.content_hash:
             self._seen_hashes.add(chunk.content_hash)
-        self._used_tokens += tokens
+        if tokens is not None:
+            self._used_tokens += tokens
         label = self._label(chunk, len(self._entries) + 1)
         self._entries.append(_Entry(chunk, label, text, tokens, truncated))
         return True
+
+    def _count_all(self) -> None:
+        """Count the entries whose count was put off, once the budget could bind (or a reader asks)."""
+        if not self._uncounted:
+            return
+        for entry in self._entries:
+            if entry.tokens is None:
+                entry.tokens = self.tokenizer.count(entry.text)
+                self._used_tokens += entry.tokens
+        self._uncounted = self._uncounted_bound = 0
 
     def drop(self, item: Any, reason: str = names.DROP_FILTERED) -> None:
         """Record that the caller chose not to include a chunk, and why."""
@@ -266,21 +288,29 @@ class ContextBuilder:
         """
         block, spans = self.context_block()
         self._prompt, base, message_index = fill_prompt(template, block, variables)
-        self._placements = [
+        self._layout = (base, message_index, spans)
+        return self._prompt
+
+    def _placements(self) -> list[Placement]:
+        """Where the last render put each chunk (built when read: tracing off never reads them)."""
+        if self._layout is None:
+            return []
+        self._count_all()
+        base, message_index, spans = self._layout
+        return [
             Placement(
                 chunk_id=entry.chunk.id,
                 position=position,
                 label=entry.label,
                 start=base + start,
                 end=base + end,
-                tokens=entry.tokens,
+                tokens=entry.tokens,  # type: ignore[arg-type]  # counted by _count_all
                 truncated=entry.truncated,
                 message_index=message_index,
                 content_hash=entry.chunk.content_hash,
             )
             for position, (entry, (start, end)) in enumerate(zip(self._entries, spans), start=1)
         ]
-        return self._prompt
 
     @property
     def prompt(self) -> Prompt:
@@ -298,7 +328,7 @@ class ContextBuilder:
         """
         if self._prompt is None:
             self.render()
-        placements = list(self._placements or ())
+        placements = self._placements()
         rendered = len(placements)
         late = [Drop(entry.chunk.id, names.DROP_NOT_RENDERED) for entry in self._entries[rendered:]]
         return ContextRecord(

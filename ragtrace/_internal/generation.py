@@ -188,11 +188,10 @@ class Generate(Stage):
             if state is not None:
                 state.answers.append(answer)
                 state.answer_text = self.text
-            retrievals = state.retrievals if state is not None else []
             if answer.unmeasured == state_module.STATUS_STATE_EVICTED:  # its trace's retrievals are gone
                 result = figures_module.Figures(status=[answer.unmeasured])
             else:
-                result = figures_module.compute(retrievals, [answer], unreadable=state.unreadable if state else 0)
+                result = state.figures_for_answer(answer) if state is not None else figures_module.compute([], [answer])
                 if answer.unmeasured == state_module.STATUS_OUTSIDE_PIPELINE:
                     result.status.append(answer.unmeasured)
             self.metrics = dict(result.values)

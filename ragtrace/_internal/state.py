@@ -23,7 +23,8 @@ from opentelemetry.trace import Span
 from .assembly import ContextRecord
 from .chunks import STAND_IN, Chunk
 from .config import Config
-from .figures import Answer
+from . import figures as figures_module
+from .figures import Answer, Figures
 from .guard import new_locks_after_fork, warn_once
 
 _IMPLICIT_CAPACITY = 256
@@ -48,6 +49,9 @@ class PipelineState:
     unreadable: int = 0
     labels: dict[str, Any] = field(default_factory=dict)  # bounded metric labels of the pipeline
     shown: dict[str, str | None] = field(default_factory=dict)  # chunk id -> content hash of text a retrieve span carries
+    # the last answer's figures and what they were computed from (answer, retrievals, unreadable):
+    # the root's are the same while nothing else was recorded (``figures_for_trace``)
+    answer_figures: tuple[Answer, int, int, Figures] | None = None
     _ids_by_hash: dict[str, str] = field(default_factory=dict)
     implicit: bool = False  # the shared state of a trace outside any pipeline (``for_span``)
     evicted: bool = False  # a trace's stand-in state after its own was dropped from the map
@@ -83,6 +87,21 @@ class PipelineState:
     def unanswered_contexts(self) -> list[ContextRecord]:
         """Contexts no answer was recorded against (they still count for |C|)."""
         return [] if self.answers else self.contexts
+
+    def figures_for_answer(self, answer: Answer) -> Figures:
+        """The figures of one answer generation, against every retrieval so far."""
+        result = figures_module.compute(self.retrievals, [answer], unreadable=self.unreadable)
+        self.answer_figures = (answer, len(self.retrievals), self.unreadable, result)
+        return result
+
+    def figures_for_trace(self) -> Figures:
+        """The trace's figures (the root's). With one answer and nothing retrieved since its own
+        figures, they are the same inputs to the same pure function: computed once."""
+        cached = self.answer_figures
+        if cached is not None and len(self.answers) == 1 and self.answers[0] is cached[0] and cached[1:3] == (len(self.retrievals), self.unreadable):
+            return cached[3]
+        contexts = [c.placements for c in self.unanswered_contexts()]
+        return figures_module.compute(self.retrievals, self.answers, contexts=contexts, unreadable=self.unreadable)
 
 
 _current: ContextVar[PipelineState | None] = ContextVar("ragtrace_pipeline", default=None)
