@@ -55,6 +55,9 @@ class PipelineState:
     answer_figures: tuple[Answer, int, int, Figures] | None = None
     _ids_by_hash: dict[str, str] = field(default_factory=dict)
     implicit: bool = False  # the shared state of a trace outside any pipeline (``for_span``)
+    # framework integrations' bookkeeping for this pipeline (``integrations.runs.Scope``), which
+    # may hold the framework's documents: dropped with the pipeline, never kept process-wide
+    scopes: dict[Any, Any] = field(default_factory=dict)
     evicted: bool = False  # a trace's stand-in state after its own was dropped from the map
 
     def add_retrieval(self, chunks: list[Chunk], unreadable: int) -> list[Chunk]:
