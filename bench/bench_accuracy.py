@@ -408,9 +408,12 @@ def _sdk_pipeline(case: Case, method: str, question: str, answer_for: Callable[[
     return Truth([d["id"] for d in case.docs], set(shown), cited, invalid), run
 
 
+def grading_prompt(docs: Sequence[dict[str, Any]]) -> str:
+    return "Rate 1-5 how well the answer is supported by these passages.\n\n" + "\n\n".join(d["content"] for d in docs)
+
+
 def _grade(docs: Sequence[dict[str, Any]]) -> None:
-    grading = "Rate 1-5 how well the answer is supported by these passages.\n\n" + "\n\n".join(d["content"] for d in docs)
-    with ragtrace.generate(model="judge-model", provider="local", prompt=grading, role="grader") as g:
+    with ragtrace.generate(model="judge-model", provider="local", prompt=grading_prompt(docs), role="grader") as g:
         g.record("Score: 4")
 
 
@@ -439,7 +442,7 @@ def foreign_trace(tracer: Any, case: Case, question: str, answer: str) -> None:
                     retriever.set_attribute(names.indexed(names.OI_RETRIEVAL_DOCUMENTS, index, key), value)
         calls = [(case.built.sent or case.built.prompt, answer)]
         if case.grader:
-            calls.append(("Rate 1-5 how well the answer is supported by these passages.\n\n" + "\n\n".join(d["content"] for d in case.docs), "Score: 4"))
+            calls.append((grading_prompt(case.docs), "Score: 4"))
         for prompt, output in calls:
             with tracer.start_as_current_span("ChatModel") as llm:
                 llm.set_attribute(names.OI_SPAN_KIND, names.OI_KIND_LLM)

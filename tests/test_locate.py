@@ -109,3 +109,18 @@ def test_xml_tagged_sources_are_labelled_by_their_id_or_index_attribute(spans):
     attributes = spans.one("assemble").attributes
     assert list(attributes["rag.context.labels"]) == ["1", "2"]
     assert dict(zip(attributes["rag.context.dropped_ids"], attributes["rag.context.dropped_reasons"]))["yes"] == "outside_sources"
+
+
+def test_a_word_that_merely_starts_with_a_label_keyword_is_no_label():
+    """"... these passages.\\n\\n<chunk>" once read as label "s" (passage + s), which made a judge's
+    unlabelled prompt look labelled; "Source 2:", "doc #3" and "[4]" still are labels."""
+    chunks = [to_chunk(REFUNDS, 1)]
+    for prompt, label in (
+        ("Rate how well the answer is supported by these passages.\n\n", ""),
+        ("Documents:\n", ""),
+        ("Source 2: ", "2"),
+        ("doc #3 - ", "3"),
+        ("[4] ", "4"),
+    ):
+        record = locate(chunks, prompt + REFUNDS["content"])
+        assert [p.label for p in record.placements] == [label], prompt

@@ -177,10 +177,25 @@ class DocumentMarks:
         elif stage == names.STAGE_RERANK:
             pipeline.documents.append((span_id, stage, attributes.get(names.RAG_RERANK_OUTPUT_IDS) or ()))
         elif stage == names.STAGE_ASSEMBLE:
-            pipeline.contexts[span_id] = attributes
+            pipeline.contexts[span_id] = _only(attributes, _CONTEXT_KEYS)
         elif attributes.get(names.RAG_GENERATION_ROLE, names.ROLE_ANSWER) in names.ANSWER_ROLES:
-            pipeline.answers.append(attributes)
+            pipeline.answers.append(_only(attributes, _ANSWER_KEYS))
         return []
+
+
+# what a waiting trace keeps of its spans: not their attributes whole (the prompt, the answer)
+_CONTEXT_KEYS = (
+    names.RAG_CONTEXT_CHUNK_IDS,
+    names.RAG_CONTEXT_POSITIONS,
+    names.RAG_CONTEXT_LABELS,
+    names.RAG_CONTEXT_DROPPED_IDS,
+    names.RAG_CONTEXT_DROPPED_REASONS,
+)
+_ANSWER_KEYS = (names.RAG_GENERATION_CONTEXT_SPAN_ID, names.RAG_CITATION_IDS, names.RAG_CITATION_STATUS)
+
+
+def _only(attributes: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    return {k: attributes[k] for k in keys if k in attributes}
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 from . import names
 from .assembly import ContextRecord, Drop, Placement, Prompt
 from .chunks import Chunk
-from .locate import XML_LABEL
+from .locate import KEYWORD_LABEL, XML_LABEL
 from .messages import as_messages
 from .tokens import Tokenizer
 
@@ -38,7 +38,7 @@ _MAX_OCCURRENCES = 32  # per fragment: a fragment found more often than this is 
 _LINE_LEAD = " \t-*>"
 # a label the fragment opens with: "[2] ...", "Source 2: ...", "Document #2. ..."
 _WORD = re.compile(r"\S+")
-_LEADING_LABEL = re.compile(r"\s*(?:\[([^\[\]\n]{1,64})\]|(?:source|document|doc|chunk|passage)\s*#?(\w{1,32})\s*[:.)-]|" + XML_LABEL + ")", re.I)
+_LEADING_LABEL = re.compile(r"\s*(?:\[([^\[\]\n]{1,64})\]|" + KEYWORD_LABEL + r"\s*[:.)-]|" + XML_LABEL + ")", re.I)
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,11 +22,14 @@ from .tokens import DEFAULT_TOKENIZER, Tokenizer
 
 # An XML-style source tag carrying its label, ``<source id="2">`` or ``<document index='2'>`` (the
 # format model vendors recommend for documents); bounded, so it can't backtrack far.
+# "Source 2", "doc #3": the keyword, then a space or "#", then the label ("passages" is no label "s").
+# Not inside a word ("resource 2"), though right after a JSON-escaped line break ("\\nSource 2").
+KEYWORD_LABEL = r"(?:(?<![A-Za-z0-9])|(?<=\\[nrt]))(?:source|document|doc|chunk|passage)(?:[ \t]*#[ \t]*|[ \t]+)(\w{1,32})"
 # Its quotes may be JSON-escaped (a request body), and so may the line break after a label.
 XML_LABEL = r"<(?:source|document|doc|chunk|passage|context)\b[^<>\n]{0,64}?\b(?:id|index|n|number)\s*=\s*\\?[\"']?([\w.:\-]{1,32})\\?[\"']?[^<>\n]{0,64}>"
 _GAP = r"(?:\s|\\[nrt]){0,16}"
 _LABEL_BEFORE = re.compile(
-    r"(?:\[([^\[\]\n]{1,64})\]|(?:source|document|doc|chunk|passage)\s*#?(\w{1,32})|" + XML_LABEL + r")" + _GAP + r"[:.)-]?" + _GAP + "$", re.I
+    r"(?:\[([^\[\]\n]{1,64})\]|" + KEYWORD_LABEL + "|" + XML_LABEL + r")" + _GAP + r"[:.)-]?" + _GAP + "$", re.I
 )
 _MAX_OCCURRENCES = 64
 _MIN_PREFIX_CHARS = 24

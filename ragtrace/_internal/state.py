@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -113,8 +114,9 @@ _evicted: OrderedDict[int, None] = OrderedDict()
 _implicit_lock = threading.Lock()
 
 
-def current() -> PipelineState | None:
-    return _current.get()
+# The active pipeline's state, or None. The context variable's own bound ``get`` (no Python frame):
+# every decorated call asks it first, with tracing off too.
+current: Callable[[], PipelineState | None] = _current.get
 
 
 def activate(state: PipelineState) -> object:

@@ -366,7 +366,11 @@ def _infer(
         located = _outermost_calls_dropped(located, spans_by_id)
 
     with_chunks = [(span, record) for span, record in located if record.placements]
-    chosen = with_chunks or [located[-1]]
+    # When some call shows the chunks as labelled sources, a call that shows them under no label at
+    # all (an LLM grader given every chunk) is not the answer's: the rule locate applies to one
+    # prompt's chunks (``outside_sources``), across calls.
+    labelled = [(span, record) for span, record in with_chunks if any(p.label for p in record.placements)]
+    chosen = labelled or with_chunks or [located[-1]]
     answers: list[Answer] = []
     contexts: list[list[Placement]] = []
     for span, record in chosen:

@@ -104,7 +104,10 @@ class PhoenixExporter(SpanExporter):
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         if self._closed:
             return SpanExportResult.FAILURE
-        result = self._spans.export(spans)  # the spans first: Phoenix holds annotations until their span is in
+        try:
+            result = self._spans.export(spans)  # the spans first: Phoenix holds annotations until their span is in
+        except Exception:  # noqa: BLE001 - the OTLP exporter's own fault; never raise into the export thread
+            result = SpanExportResult.FAILURE
         if result is not SpanExportResult.SUCCESS:
             self._log_once("spans", "ragtrace: OTLP export to Phoenix at %s failed; further failures are not logged", self.endpoint)
         try:
