@@ -18,7 +18,8 @@ character window for the app's own builder); chat messages; the whole request JS
 request body); duplicate chunks (the same text under two ids, shown twice by the app, placed once by
 ragtrace); instructions that repeat a short chunk's text (the chunk dropped, or shown); an LLM grader
 shown every retrieved chunk after the answer. Sources are labelled ``[n]``, ``Source n:``,
-``<source id="n">`` or ``(n)``; the answer cites ``[n]``.
+``<source id="n">``, ``(n)`` or not at all (joined, as LangChain's default ``format_docs`` does);
+the answer cites ``[n]``.
 
 Scored per method: precision / recall of "chunk in context" over (trace, retrieved chunk) pairs,
 citation precision / recall over cited chunks, and the per-trace figures against the known
@@ -164,8 +165,8 @@ def _kept(rng: random.Random, docs: list[dict[str, Any]], low: int = 3, high: in
 
 
 # How apps label their sources; the answer cites [n] in every case.
-# "({n})" is a style the search reads no label in.
-LABEL_STYLES = ("[{n}] {content}", "[{n}] {content}", "Source {n}: {content}", '<source id="{n}">\n{content}\n</source>', "({n}) {content}")
+# The last one shows no label at all (LangChain's default format_docs): the model cites by order.
+LABEL_STYLES = ("[{n}] {content}", "Source {n}: {content}", '<source id="{n}">\n{content}\n</source>', "({n}) {content}", "{content}")
 
 
 def _numbered(chunks: Sequence[dict[str, Any]], style: str, render: Callable[[str], str] = lambda c: c) -> list[tuple[dict[str, Any], str, str]]:

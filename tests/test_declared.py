@@ -365,3 +365,15 @@ def test_the_collapsed_search_finds_what_a_whitespace_regex_finds(whole, text):
             if len(expected) >= declared._MAX_OCCURRENCES:
                 break
     assert declared._Words(whole).find_all(text) == expected
+
+
+def test_a_cut_fragment_is_not_mistaken_for_a_later_one_that_opens_the_same_way():
+    """Found by bench_accuracy: two unlabelled fragments both open "Reference T103-C"; the window
+    cut the first. The second, never shown, matched its 16-character opening at the first's place
+    and took it ("t103-c5" in context, "t103-c3" dropped). A cut text ends where the prompt does."""
+    first = {"id": "c3", "content": "Reference T103-C3. Shard chunk gateway node certificate compaction budget."}
+    second = {"id": "c5", "content": "Reference T103-C5. Seat schema webhook embedding audit region."}
+    prompt = "Sources:\n\n" + "Earlier source text.\n\n" + first["content"][:40]
+    record = resolve(_declared((first, first["content"], ""), (second, second["content"], "")), prompt, DEFAULT_TOKENIZER)
+    assert [(p.chunk_id, p.truncated) for p in record.placements] == [("c3", True)]
+    assert [(d.chunk_id, d.reason) for d in record.dropped] == [("c5", "not_in_prompt")]

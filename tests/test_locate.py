@@ -124,3 +124,11 @@ def test_a_word_that_merely_starts_with_a_label_keyword_is_no_label():
     ):
         record = locate(chunks, prompt + REFUNDS["content"])
         assert [p.label for p in record.placements] == [label], prompt
+
+
+def test_a_parenthesised_number_opening_a_line_is_a_label():
+    chunks = [to_chunk(REFUNDS, 1)]
+    for prompt, label in (("Sources:\n(2) ", "2"), ("(3) ", "3"), ('{"p": "Sources:\\n(4) ', "4"), ("as in (5) ", "")):
+        text = REFUNDS["content"] if not prompt.startswith("{") else REFUNDS["content"] + '"}'
+        record = locate(chunks, prompt + text)
+        assert [p.label for p in record.placements] == [label], prompt

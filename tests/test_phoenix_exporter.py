@@ -103,3 +103,11 @@ def test_without_the_extra_configure_says_which_to_install(monkeypatch: pytest.M
     monkeypatch.setitem(sys.modules, "phoenix.client", None)  # as if arize-phoenix-client were not installed
     with pytest.raises(ValueError, match=r"pip install 'ragtrace\[phoenix\]'"):
         ragtrace.configure(exporter="phoenix:http://127.0.0.1:6006")
+
+
+def test_configure_puts_the_exporters_project_in_its_resource() -> None:
+    exporter = PhoenixExporter(f"http://127.0.0.1:{closed_port()}", project="support-bot", timeout=0.5)
+    provider = ragtrace.configure(service_name="svc", exporter=exporter)
+    assert provider is not None
+    assert provider.resource.attributes["openinference.project.name"] == "support-bot"
+    assert provider.resource.attributes["service.name"] == "svc"

@@ -64,14 +64,21 @@ def trace_hex(trace_id: int) -> str:
 
 
 # --- figures -------------------------------------------------------------------------------
+_FIGURE_STAGES = frozenset({names.STAGE_PIPELINE, names.STAGE_GENERATE})  # the root and the answer carry rag.metrics.*
+_FIGURE_KEYS = tuple((m, names.metric_attribute(m)) for m in names.ALL_METRICS)
+
+
 def figure_annotations(span_id: str, attributes: Mapping[str, Any], trace_id: str | None = None) -> list[Annotation]:
     """One annotation per figure of ``names.ALL_METRICS`` on a span that carries ``rag.metrics.*``;
     a figure that was not measured is marked so, with the span's recorded reasons. On the pipeline
     root the measured proxies (in [0, 1]) also become trace annotations of ``trace_id``: Phoenix
     charts trace annotation scores over time, and its trace table filters on them."""
+    if attributes.get(names.RAG_STAGE) not in _FIGURE_STAGES:  # cheap: most spans carry no figures
+        return []
     inclusion = attributes.get(names.RAG_METRICS_INCLUSION_METHOD)
     status = attributes.get(names.RAG_METRICS_STATUS)
-    present = {m: attributes[names.metric_attribute(m)] for m in names.ALL_METRICS if names.metric_attribute(m) in attributes}
+    found = {m: attributes.get(key) for m, key in _FIGURE_KEYS}
+    present = {m: v for m, v in found.items() if v is not None}
     if not present and status is None:
         return []
     metadata = {"source": "ragtrace", "inclusion_method": inclusion} if inclusion else {"source": "ragtrace"}

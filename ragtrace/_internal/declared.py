@@ -8,9 +8,9 @@ a reformatted chunk is still exact. The record says ``inclusion_method = "declar
 
 Finding fragments, in the order tried for each one: the text as declared; the text JSON-escaped
 (a prompt serialised whole, e.g. a JSON request body); the text with whitespace runs collapsed
-(a template that re-wraps); the longest prefix of at least ``MIN_PREFIX_CHARS`` (a prompt cut to
-fit a window: the placement is marked truncated). Of all the ways to find the fragments in order,
-the one that finds the most is kept, then the one with the most fragments at a line start or
+(a template that re-wraps); the longest prefix of at least ``MIN_PREFIX_CHARS`` that stops where
+the text does or at a space or mark (a prompt cut to fit a window: the placement is marked
+truncated). Of all the ways to find the fragments in order, the one that finds the most is kept, then the one with the most fragments at a line start or
 right after their label, then the tightest (the sources sit together; instructions or a question
 that repeat a chunk's words sit elsewhere). A fragment found nowhere is dropped as
 ``not_in_prompt``: the model did not see it.
@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 from . import names
 from .assembly import ContextRecord, Drop, Placement, Prompt
 from .chunks import Chunk
-from .locate import KEYWORD_LABEL, XML_LABEL
+from .locate import KEYWORD_LABEL, NUMBER_LABEL, XML_LABEL, label_of
 from .messages import as_messages
 from .tokens import Tokenizer
 
@@ -38,7 +38,7 @@ _MAX_OCCURRENCES = 32  # per fragment: a fragment found more often than this is 
 _LINE_LEAD = " \t-*>"
 # a label the fragment opens with: "[2] ...", "Source 2: ...", "Document #2. ..."
 _WORD = re.compile(r"\S+")
-_LEADING_LABEL = re.compile(r"\s*(?:\[([^\[\]\n]{1,64})\]|" + KEYWORD_LABEL + r"\s*[:.)-]|" + XML_LABEL + ")", re.I)
+_LEADING_LABEL = re.compile(r"\s*(?:\[([^\[\]\n]{1,64})\]|" + KEYWORD_LABEL + r"\s*[:.)-]|" + XML_LABEL + "|" + NUMBER_LABEL + ")", re.I)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +53,7 @@ class Declared:
 def leading_label(text: str) -> str:
     """The label a rendered fragment opens with (``"[2] ..."`` -> ``"2"``), or ""."""
     match = _LEADING_LABEL.match(text)
-    return (match.group(1) or match.group(2) or match.group(3) or "").strip() if match else ""
+    return label_of(match) if match else ""
 
 
 class _Occurrence(NamedTuple):
@@ -241,7 +241,13 @@ def _truncated(whole: str, text: str, label: str) -> list[_Occurrence]:
     prefix = text[:best].rstrip()
     if len(prefix) < MIN_PREFIX_CHARS:
         return []
-    return [_Occurrence(s, s + len(prefix), True, _anchored(whole, s, label)) for s in _find_all(whole, prefix)]
+    # A cut text stops where the prompt (or its message) does, or at a space or mark: a prefix that
+    # runs on into other letters or digits is another text that opens the same way.
+    return [
+        _Occurrence(s, s + len(prefix), True, _anchored(whole, s, label))
+        for s in _find_all(whole, prefix)
+        if s + len(prefix) == len(whole) or not whole[s + len(prefix)].isalnum()
+    ]
 
 
 def _anchored(whole: str, start: int, label: str) -> bool:
