@@ -4,6 +4,7 @@ Phoenix is in tests/backend/test_phoenix_annotations.py."""
 
 from __future__ import annotations
 
+import json
 import logging
 import socket
 import sys
@@ -15,6 +16,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExportResult
 
 import ragtrace
+from loopback import QuietHandler, serve
 from ragtrace._internal import names
 from ragtrace.exporters import PhoenixExporter
 
@@ -111,3 +113,47 @@ def test_configure_puts_the_exporters_project_in_its_resource() -> None:
     assert provider is not None
     assert provider.resource.attributes["openinference.project.name"] == "support-bot"
     assert provider.resource.attributes["service.name"] == "svc"
+
+
+class FlakyPhoenix(QuietHandler):
+    """Phoenix's OTLP and annotation endpoints on loopback: annotation writes answer 503 while
+    ``down`` is set, then 202 and are kept in ``received`` (path, annotation names)."""
+
+    down = True
+    received: list[tuple[str, list[str]]] = []
+
+    def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+        body = self.body()
+        if self.path == "/v1/traces":
+            self.reply(b"", "application/x-protobuf")
+            return
+        if self.down:
+            self.send_error(503)
+            return
+        self.received.append((self.path, [a["name"] for a in json.loads(body)["data"]]))
+        self.send_response(202)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+
+def test_annotations_kept_while_phoenix_refuses_go_out_when_it_is_back(caplog: pytest.LogCaptureFixture) -> None:
+    FlakyPhoenix.down, FlakyPhoenix.received = True, []
+    for url in serve(FlakyPhoenix):
+        exporter = PhoenixExporter(url, project="p", timeout=5)
+        provider = TracerProvider(resource=Resource.create(exporter.resource_attributes))
+        provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=60_000))
+        ragtrace.configure(tracer_provider=provider)
+        caplog.set_level(logging.WARNING, logger="ragtrace")
+        one_pipeline(1)
+        provider.force_flush(30_000)
+        assert exporter.queued_annotations == PER_PIPELINE and FlakyPhoenix.received == []
+        FlakyPhoenix.down = False
+        one_pipeline(2)
+        provider.force_flush(30_000)
+        assert exporter.queued_annotations == 0 and exporter.sent_annotations == 2 * PER_PIPELINE
+        sent = [name for _path, batch in FlakyPhoenix.received for name in batch]
+        assert len(sent) == 2 * PER_PIPELINE
+        paths = {path for path, _batch in FlakyPhoenix.received}
+        assert paths == {"/v1/span_annotations", "/v1/document_annotations", "/v1/trace_annotations"}
+        provider.shutdown()
+    assert len([r for r in caplog.records if "can't take annotations (HTTPStatusError)" in r.getMessage()]) == 1
