@@ -27,15 +27,25 @@ class _CurrentSpan(wrapt.ObjectProxy):  # type: ignore[misc]
     Two dispatcher handlers that each attach a context per framework span (OpenInference's and
     ours) detach in the order they were registered, not in reverse, so the second one's detach
     restores a context holding the first one's span. Once released, that stale context parents
-    new spans where they would have gone without us.
+    new spans where they would have gone without us. A released proxy is never wrapped again
+    (``_settled``): stale contexts left by one query after another don't chain proxies.
     """
 
     def __init__(self, span: trace.Span) -> None:
         super().__init__(span)
-        self._self_previous = trace.get_current_span()
+        self._self_previous = _settled(trace.get_current_span())
+        self._self_released = False
 
     def release(self) -> None:
-        self.__wrapped__ = self._self_previous
+        self.__wrapped__, self._self_previous = _settled(self._self_previous), None
+        self._self_released = True
+
+
+def _settled(span: trace.Span) -> trace.Span:
+    """``span`` past any released proxies (each stands for the span it now wraps)."""
+    while type(span) is _CurrentSpan and span._self_released:
+        span = span.__wrapped__
+    return span
 
 
 class Attached:
