@@ -1,28 +1,34 @@
-"""Accuracy of inclusion: ragtrace's recorded context and citations against substring inference.
+"""Accuracy of inclusion, split by how ragtrace knew it: recorded, declared, located, inferred.
 
-Generates traces with known ground truth, runs each through ragtrace on the real OpenTelemetry SDK
-(in-memory exporter), then reads the exported spans two ways:
+Every scenario builds one RAG request the way some app does, with the ground truth set by
+construction, then runs it four times, each as its own trace on the real OpenTelemetry SDK:
 
-* **ragtrace**: what it recorded: ``rag.context.chunk_ids`` of the assemble span(s),
-  ``rag.citation.ids`` of the answer generation, ``rag.metrics.context_precision`` of the root.
-* **substring** (``bench/substring_baseline.py``): how a trace-only tool infers the same from the
-  retrieved chunks' text and every LLM prompt of the trace: ``chunk.content in prompt``.
+* **recorded**: ragtrace builds the prompt (``ragtrace.assemble``: ``add`` / ``render``);
+* **declared**: the app builds it and declares each chunk's rendering (``ctx.place`` /
+  ``ctx.set_prompt``);
+* **located**: the app builds it and ragtrace searches it for the chunks (``ctx.observe``, what
+  ``@ragtrace.assembler`` does without declarations);
+* **inferred**: no ragtrace in the app at all: OpenInference-shaped spans (retriever documents, an
+  LLM call's prompt and output), exported to OTLP/JSON and read back by ``ragtrace report``'s own
+  reader and inference (``cli.foreign.infer``).
 
-Scenarios (``PER_SCENARIO`` traces each, randomised: 6-10 retrieved chunks, 3-7 kept, random
-citations, some invalid): plain; chunks reformatted by a user assembler (whitespace collapsed or
-re-wrapped); truncation at the token budget; duplicates (same content under two ids) placed once,
-and shown twice by a user assembler; chat messages; instructions that repeat a short chunk's text
-while the chunk is dropped (ragtrace's assemble, and a user-built prompt); an LLM grader that is
-shown every retrieved chunk.
+Scenarios (randomised, ``PER_SCENARIO`` each, seeded): plain; markdown stripped by the app's
+formatter; hard-wrapped text re-wrapped; the prompt truncated (the token budget for recorded, a
+character window for the app's own builder); chat messages; the whole request JSON-escaped (a
+request body); duplicate chunks (the same text under two ids, shown twice by the app, placed once by
+ragtrace); instructions that repeat a short chunk's text (the chunk dropped, or shown); an LLM grader
+shown every retrieved chunk after the answer. Sources are labelled ``[n]``, ``Source n:``,
+``<source id="n">``, ``(n)`` or not at all (joined, as LangChain's default ``format_docs`` does);
+the answer cites ``[n]``.
 
-Ground truth is set by construction: a chunk is *in context* when it is placed in the answer
-prompt as a labelled source (a truncated chunk counts; a duplicate copy that isn't shown doesn't);
-it is *cited* when the answer cites its label. Precision and recall of "in context" are over all
-(trace, retrieved chunk) pairs; the context precision error is the mean |derived - true| of
-|C|/|R| per trace. The issue sets no number here; the check is that ragtrace is no worse than the
-substring baseline on any overall figure.
+Scored per method: precision / recall of "chunk in context" over (trace, retrieved chunk) pairs,
+citation precision / recall over cited chunks, and the per-trace figures against the known
+answers (retrieved, in_context, cited, invalid_citations, context_precision, recall_proxy; floats
+to 1e-9): *right*; *wrong* when a figure it gives differs from the truth; else *not measurable*
+(some figure left out, with a status saying why, instead of a guess). Recorded and
+declared must be exactly right (exit code 1 otherwise); located and inferred are what they are.
 
-    python bench/bench_accuracy.py
+    python bench/bench_accuracy.py [--per-scenario N]
 """
 
 from __future__ import annotations
@@ -32,9 +38,12 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+import argparse  # noqa: E402
+import io  # noqa: E402
+import json  # noqa: E402
 import random  # noqa: E402
-import statistics  # noqa: E402
 import sys  # noqa: E402
+import tempfile  # noqa: E402
 import textwrap  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
@@ -42,20 +51,25 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
 import ragtrace  # noqa: E402
-import substring_baseline  # noqa: E402
 from ragtrace._internal import config as rt_config  # noqa: E402
 from ragtrace._internal import guard as rt_guard  # noqa: E402
+from ragtrace._internal import names  # noqa: E402
+from ragtrace.cli.diagnostics import Diagnostics  # noqa: E402
+from ragtrace.cli.foreign import infer  # noqa: E402
+from ragtrace.cli.reader import TraceReader  # noqa: E402
+from ragtrace.exporters import JsonLinesExporter  # noqa: E402
 
-PER_SCENARIO = 40
+PER_SCENARIO = 30
 SEED = 7
 TOKENIZER = ragtrace.SimpleTokenizer()
+METHODS = ("recorded", "declared", "located", "inferred")
+EXACT_METHODS = ("recorded", "declared")  # must be 1.000 / 1.000 and every figure right
 
 WORDS = (
     "index shard replica query vector embedding cosine passage chunk token budget prompt latency cache "
@@ -71,25 +85,19 @@ INSTRUCTIONS = [
     "Never reveal internal ticket numbers.",
     "Keep the answer under five sentences.",
     "Say you do not know when the sources disagree.",
-    "Do not speculate about future releases.",
 ]
+QUESTION_TEMPLATE = "Sources:\n\n{context}\n\nQuestion: {question}\nAnswer:"
+FIGURES = (
+    names.METRIC_RETRIEVED,
+    names.METRIC_IN_CONTEXT,
+    names.METRIC_CITED,
+    names.METRIC_INVALID_CITATIONS,
+    names.METRIC_CONTEXT_PRECISION,
+    names.METRIC_RECALL_PROXY,
+)
 
 
-# --- ground truth and text generation ---------------------------------------------------------
-@dataclass
-class Truth:
-    scenario: str
-    retrieved: list[str]  # unique ids, rank order
-    in_context: set[str]
-    cited: set[str]
-    answer_prompt_texts: list[str] = field(default_factory=list)  # for the sanity check
-    placed_content: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def context_precision(self) -> float:
-        return len(self.in_context & set(self.retrieved)) / len(self.retrieved)
-
-
+# --- text -------------------------------------------------------------------------------------
 class Text:
     def __init__(self, rng: random.Random, trace_no: int) -> None:
         self.rng, self.trace_no, self.count = rng, trace_no, 0
@@ -98,28 +106,52 @@ class Text:
         words = self.rng.choices(WORDS, k=self.rng.randint(low, high))
         return " ".join(words).capitalize() + "."
 
-    def doc(self, *, hard_wrapped: bool = False) -> dict[str, Any]:
+    def doc(self, *, style: str = "plain") -> dict[str, Any]:
         self.count += 1
         sentences = [self.sentence() for _ in range(self.rng.randint(2, 4))]
         sentences.insert(self.rng.randrange(len(sentences) + 1), f"Reference T{self.trace_no}-C{self.count}.")
+        if style == "markdown":  # bold and code that the app's formatter strips
+            words = sentences[0].split(" ")
+            at = self.rng.randrange(len(words) - 1)
+            words[at] = f"**{words[at]}**"
+            sentences[0] = " ".join(words)
+            sentences.append(f"Set `{self.rng.choice(WORDS)}_{self.count}` to enable it.")
+        elif style == "escapes":  # what JSON escaping changes: quotes, backslashes, newlines
+            sentences.append(f'The path is "C:\\{self.rng.choice(WORDS)}\\{self.count}".\nThen restart.')
         content = " ".join(sentences)
-        if hard_wrapped:  # source text with hard line breaks and double spaces, as PDFs extract
-            words = content.split(" ")
-            content = "".join(
-                word + ("" if i == len(words) - 1 else self.rng.choice([" ", " ", " ", "\n", "  "]))
-                for i, word in enumerate(words)
-            )
+        if style == "hard_wrapped":  # line breaks and double spaces, as PDFs extract
+            content = "".join(w + self.rng.choice([" ", " ", "\n", "  "]) for w in content.split(" ")).rstrip()
         return {"id": f"t{self.trace_no}-c{self.count}", "content": content}
 
-    def answer(self, labels: Sequence[str], invalid: str | None = None) -> str:
-        parts = []
-        for label in labels:
-            parts.append(f"{self.sentence(6, 12)[:-1]} [{label}].")
-        if invalid is not None:
-            parts.insert(self.rng.randrange(len(parts) + 1), f"{self.sentence(6, 10)[:-1]} [{invalid}].")
-        if len(labels) >= 2 and self.rng.random() < 0.3:  # a grouped marker
-            parts.append(f"{self.sentence(5, 8)[:-1]} [{labels[0]}, {labels[-1]}].")
-        return " ".join(parts)
+
+def strip_markdown(text: str) -> str:
+    return text.replace("**", "").replace("`", "")
+
+
+def collapse(text: str) -> str:
+    return " ".join(text.split())
+
+
+# --- a scenario: the data and the two ways of building its prompt -------------------------------
+@dataclass
+class Built:
+    """The app's own prompt: what it rendered per chunk, in prompt order, and the final prompt."""
+
+    placed: list[tuple[dict[str, Any], str, str]]  # (chunk, the text shown for it, its label)
+    prompt: Any  # a string or chat messages
+    shown: list[str]  # truth: ids the model saw as sources, in prompt order
+    sent: Any = None  # what goes to the model when it is not ``prompt`` itself (a JSON body)
+
+
+@dataclass
+class Case:
+    name: str
+    docs: list[dict[str, Any]]  # retrieved, rank order
+    kept: list[dict[str, Any]]  # after reranking: what the prompt builder gets
+    built: Built
+    recorded: Callable[[Any, str], tuple[Any, list[str]]]  # (ctx, question) -> (prompt sent, truth shown)
+    max_tokens: int | None = 4000
+    grader: bool = False
 
 
 def _scored(docs: list[dict[str, Any]], rng: random.Random) -> list[dict[str, Any]]:
@@ -127,151 +159,98 @@ def _scored(docs: list[dict[str, Any]], rng: random.Random) -> list[dict[str, An
     return [dict(d, score=s) for d, s in zip(docs, scores)]
 
 
-def _citations(rng: random.Random, count: int) -> tuple[list[int], bool]:
-    """1-based positions the answer cites, and whether it adds an invalid label."""
-    k = rng.randint(1, min(3, count))
-    return sorted(rng.sample(range(1, count + 1), k)), rng.random() < 0.15
-
-
-# --- the user's own prompt builder (ragtrace locates the chunks in what it returns) -----------
-@ragtrace.assembler
-def build_prompt(question: str, chunks: list[dict[str, Any]], style: str = "collapse", shown: int | None = None, instructions: str = "") -> str:
-    lines = []
-    for label, chunk in enumerate(chunks[:shown] if shown is not None else chunks, start=1):
-        text = " ".join(chunk["content"].split())
-        if style == "rewrap":
-            text = textwrap.fill(text, width=random.Random(label).randint(50, 90))
-        lines.append(f"[{label}] {text}")
-    head = f"{instructions}\n\n" if instructions else ""
-    return f"{head}Sources:\n\n" + "\n\n".join(lines) + f"\n\nQuestion: {question}\nAnswer:"
-
-
-@ragtrace.assembler
-def build_prompt_skipping_short(question: str, chunks: list[dict[str, Any]], instructions: str = "") -> str:
-    """Like many hand-written builders: drops chunks too short to be useful."""
-    useful = [c for c in chunks if len(c["content"]) >= 60]
-    body = "\n\n".join(f"[{i}] {c['content']}" for i, c in enumerate(useful, start=1))
-    return f"{instructions}\n\nSources:\n\n{body}\n\nQuestion: {question}\nAnswer:"
-
-
-# --- scenarios --------------------------------------------------------------------------------
-Scenario = Callable[[random.Random, Text, str], Truth]
-
-
-def _retrieve_and_rerank(docs: list[dict[str, Any]], kept: list[dict[str, Any]], query: str) -> None:
-    with ragtrace.retrieve(query, data_source="kb", top_k=len(docs)) as r:
-        r.record(docs)
-    with ragtrace.rerank(model="cross-encoder", top_n=len(kept)) as rr:
-        rr.record(kept)
-
-
-def _answer(text: Text, rng: random.Random, placed: list[dict[str, Any]], prompt: Any, labels: list[str] | None = None) -> set[str]:
-    labels = labels or [str(i) for i in range(1, len(placed) + 1)]
-    positions, invalid = _citations(rng, len(placed))
-    answer = text.answer([labels[p - 1] for p in positions], invalid=str(len(placed) + rng.randint(2, 5)) if invalid else None)
-    with ragtrace.generate(model="answer-model", provider="local", prompt=prompt) as g:
-        g.record(answer)
-    return {placed[p - 1]["id"] for p in positions}
-
-
-def _texts(prompt: Any) -> list[str]:
-    return [prompt] if isinstance(prompt, str) else [m["content"] for m in prompt]
-
-
-def _pick(rng: random.Random, docs: list[dict[str, Any]], low: int = 3, high: int = 7) -> list[dict[str, Any]]:
+def _kept(rng: random.Random, docs: list[dict[str, Any]], low: int = 3, high: int = 6) -> list[dict[str, Any]]:
     kept = rng.sample(docs, rng.randint(low, min(high, len(docs) - 1)))
     return [dict(d, score=round(1 - 0.1 * i, 2)) for i, d in enumerate(kept)]
 
 
-def plain(rng: random.Random, text: Text, query: str, *, grade: bool = False) -> Truth:
+# How apps label their sources; the answer cites [n] in every case.
+# The last one shows no label at all (LangChain's default format_docs): the model cites by order.
+LABEL_STYLES = ("[{n}] {content}", "Source {n}: {content}", '<source id="{n}">\n{content}\n</source>', "({n}) {content}", "{content}")
+
+
+def _numbered(chunks: Sequence[dict[str, Any]], style: str, render: Callable[[str], str] = lambda c: c) -> list[tuple[dict[str, Any], str, str]]:
+    return [(c, style.format(n=n, content=render(c["content"])), str(n)) for n, c in enumerate(chunks, start=1)]
+
+
+def _string_prompt(placed: Sequence[tuple[Any, str, str]], question: str, head: str = "") -> str:
+    return head + QUESTION_TEMPLATE.format(context="\n\n".join(t for _, t, _ in placed), question=question)
+
+
+def _add_all(ctx: Any, chunks: Sequence[dict[str, Any]], render: Callable[[str], str] | None = None) -> None:
+    for c in chunks:
+        ctx.add(c if render is None else dict(c, content=render(c["content"])))
+
+
+def plain(rng: random.Random, text: Text, question: str, *, grader: bool = False) -> Case:
     docs = _scored([text.doc() for _ in range(rng.randint(6, 10))], rng)
-    kept = _pick(rng, docs)
-    _retrieve_and_rerank(docs, kept, query)
-    with ragtrace.assemble(max_tokens=4000) as ctx:
-        for d in kept:
-            ctx.add(d)
-        prompt = ctx.render(question=query)
-    cited = _answer(text, rng, kept, prompt)
-    if grade:  # an LLM judge shown every retrieved chunk; traced, left out of ragtrace's figures
-        grading = "Rate 1-5 how well the answer is supported by these passages.\n\n" + "\n\n".join(d["content"] for d in docs)
-        with ragtrace.generate(model="judge-model", provider="local", prompt=grading, role="grader") as g:
-            g.record("Score: 4")
-    return Truth("plain", [d["id"] for d in docs], {d["id"] for d in kept}, cited, _texts(prompt), {d["id"]: d["content"] for d in kept})
+    kept = _kept(rng, docs)
+    placed = _numbered(kept, rng.choice(LABEL_STYLES))
+
+    def recorded(ctx: Any, q: str) -> tuple[Any, list[str]]:
+        _add_all(ctx, kept)
+        return ctx.render(QUESTION_TEMPLATE, question=q), [c["id"] for c in kept]
+
+    name = "LLM grader shown every chunk" if grader else "plain"
+    return Case(name, docs, kept, Built(placed, _string_prompt(placed, question), [c["id"] for c in kept]), recorded, grader=grader)
 
 
-def reformatted(rng: random.Random, text: Text, query: str) -> Truth:
-    docs = _scored([text.doc(hard_wrapped=True) for _ in range(rng.randint(6, 10))], rng)
-    kept = _pick(rng, docs)
-    shown = rng.randint(max(1, len(kept) - 2), len(kept))  # the builder may show only the best few
-    _retrieve_and_rerank(docs, kept, query)
-    prompt = build_prompt(query, chunks=kept, style=rng.choice(["collapse", "rewrap"]), shown=shown)
-    placed = kept[:shown]
-    cited = _answer(text, rng, placed, prompt)
-    return Truth("reformatted (user assembler)", [d["id"] for d in docs], {d["id"] for d in placed}, cited, _texts(prompt), {d["id"]: d["content"] for d in placed})
+def grader(rng: random.Random, text: Text, question: str) -> Case:
+    return plain(rng, text, question, grader=True)
 
 
-def truncated(rng: random.Random, text: Text, query: str) -> Truth:
+def markdown_stripped(rng: random.Random, text: Text, question: str) -> Case:
+    docs = _scored([text.doc(style="markdown") for _ in range(rng.randint(6, 10))], rng)
+    kept = _kept(rng, docs)
+    placed = _numbered(kept, rng.choice(LABEL_STYLES), strip_markdown)
+
+    def recorded(ctx: Any, q: str) -> tuple[Any, list[str]]:
+        _add_all(ctx, kept, strip_markdown)  # the app hands ragtrace the text it wants shown
+        return ctx.render(QUESTION_TEMPLATE, question=q), [c["id"] for c in kept]
+
+    return Case("markdown stripped", docs, kept, Built(placed, _string_prompt(placed, question), [c["id"] for c in kept]), recorded)
+
+
+def rewrapped(rng: random.Random, text: Text, question: str) -> Case:
+    docs = _scored([text.doc(style="hard_wrapped") for _ in range(rng.randint(6, 10))], rng)
+    kept = _kept(rng, docs)
+    width = rng.randint(50, 90)
+    render = (lambda c: textwrap.fill(collapse(c), width=width)) if rng.random() < 0.5 else collapse
+    placed = _numbered(kept, rng.choice(LABEL_STYLES), render)
+
+    def recorded(ctx: Any, q: str) -> tuple[Any, list[str]]:
+        _add_all(ctx, kept, render)
+        return ctx.render(QUESTION_TEMPLATE, question=q), [c["id"] for c in kept]
+
+    return Case("re-wrapped", docs, kept, Built(placed, _string_prompt(placed, question), [c["id"] for c in kept]), recorded)
+
+
+def truncated(rng: random.Random, text: Text, question: str) -> Case:
     docs = _scored([text.doc() for _ in range(rng.randint(6, 10))], rng)
-    kept = _pick(rng, docs, 4, 7)
-    counts = [TOKENIZER.count(d["content"]) for d in kept]
-    fit = rng.randint(1, len(kept) - 2)  # chunks that fit whole; the next one is cut, the rest dropped
-    room = rng.randint(10, counts[fit] - 4)
-    _retrieve_and_rerank(docs, kept, query)
-    with ragtrace.assemble(max_tokens=sum(counts[:fit]) + room) as ctx:
-        for d in kept:
-            ctx.add(d)
-        prompt = ctx.render(question=query)
-    placed = kept[: fit + 1]
-    cited = _answer(text, rng, placed, prompt)
-    return Truth("truncated at budget", [d["id"] for d in docs], {d["id"] for d in placed}, cited, _texts(prompt), {d["id"]: d["content"] for d in placed})
+    kept = _kept(rng, docs, 4, 6)
+    placed = _numbered(kept, rng.choice(LABEL_STYLES))
+    full = _string_prompt(placed, question)
+    cut = rng.randint(1, len(kept) - 2)  # this chunk is cut; the ones after it fall out of the window
+    start = full.index(placed[cut][1])
+    window = full[: start + placed[cut][1].index(kept[cut]["content"]) + rng.randint(30, len(kept[cut]["content"]) - 10)]
+    shown = [c["id"] for c in kept[: cut + 1]]
+    counts = [TOKENIZER.count(c["content"]) for c in kept]
+    budget = sum(counts[:cut]) + rng.randint(10, counts[cut] - 4)
+
+    def recorded(ctx: Any, q: str) -> tuple[Any, list[str]]:
+        _add_all(ctx, kept)  # the budget cuts kept[cut] and drops the rest
+        return ctx.render(QUESTION_TEMPLATE, question=q), shown
+
+    return Case("truncated", docs, kept, Built(placed, window, shown), recorded, max_tokens=budget)
 
 
-def _with_mirror(rng: random.Random, text: Text) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
-    docs = [text.doc() for _ in range(rng.randint(5, 9))]
-    original = rng.choice(docs)
-    mirror = {"id": original["id"] + "-mirror", "content": original["content"]}
-    docs.insert(rng.randint(docs.index(original) + 1, len(docs)), mirror)
-    return _scored(docs, rng), original, mirror
-
-
-def duplicates_placed_once(rng: random.Random, text: Text, query: str) -> Truth:
-    docs, original, mirror = _with_mirror(rng, text)
-    others = [d for d in docs if d["id"] not in (original["id"], mirror["id"])]
-    kept = _pick(rng, others, 1, 4) + [dict(original), dict(mirror)]
-    rng.shuffle(kept)
-    _retrieve_and_rerank(docs, kept, query)
-    with ragtrace.assemble(max_tokens=4000) as ctx:
-        for d in kept:
-            ctx.add(d)  # the second copy is refused: the model sees the text once
-        prompt = ctx.render(question=query)
-    seen: set[str] = set()
-    placed = []
-    for d in kept:
-        if d["content"] not in seen:
-            seen.add(d["content"])
-            placed.append(d)
-    cited = _answer(text, rng, placed, prompt)
-    return Truth("duplicates, placed once", [d["id"] for d in docs], {d["id"] for d in placed}, cited, _texts(prompt), {d["id"]: d["content"] for d in placed})
-
-
-def duplicates_shown_twice(rng: random.Random, text: Text, query: str) -> Truth:
-    docs, original, mirror = _with_mirror(rng, text)
-    others = [d for d in docs if d["id"] not in (original["id"], mirror["id"])]
-    kept = _pick(rng, others, 1, 4) + [dict(original), dict(mirror)]
-    rng.shuffle(kept)
-    _retrieve_and_rerank(docs, kept, query)
-    prompt = build_prompt(query, chunks=kept, style="collapse")  # no dedup: both copies, two labels
-    cited = _answer(text, rng, kept, prompt)
-    return Truth("duplicates, shown twice (user assembler)", [d["id"] for d in docs], {d["id"] for d in kept}, cited, _texts(prompt), {d["id"]: d["content"] for d in kept})
-
-
-def chat(rng: random.Random, text: Text, query: str) -> Truth:
+def chat(rng: random.Random, text: Text, question: str) -> Case:
     docs = _scored([text.doc() for _ in range(rng.randint(6, 10))], rng)
-    kept = _pick(rng, docs)
-    _retrieve_and_rerank(docs, kept, query)
+    kept = _kept(rng, docs)
+    placed = _numbered(kept, rng.choice(LABEL_STYLES))
     if rng.random() < 0.5:
         template = [
-            {"role": "system", "content": "You are a support assistant. Answer from the sources and cite them as [n].\n\nSources:\n{context}"},
+            {"role": "system", "content": "You are a support assistant. Cite the sources as [n].\n\nSources:\n{context}"},
             {"role": "user", "content": "{question}"},
         ]
     else:
@@ -281,98 +260,218 @@ def chat(rng: random.Random, text: Text, query: str) -> Truth:
             {"role": "assistant", "content": "Billing questions go to the billing team."},
             {"role": "user", "content": "Sources:\n{context}\n\nQuestion: {question}"},
         ]
-    with ragtrace.assemble(max_tokens=4000) as ctx:
-        for d in kept:
-            ctx.add(d)
-        prompt = ctx.render(template, question=query)
-    cited = _answer(text, rng, kept, prompt)
-    return Truth("chat messages", [d["id"] for d in docs], {d["id"] for d in kept}, cited, _texts(prompt), {d["id"]: d["content"] for d in kept})
+    context = "\n\n".join(t for _, t, _ in placed)
+    messages = [{"role": m["role"], "content": m["content"].replace("{context}", context).replace("{question}", question)} for m in template]
+
+    def recorded(ctx: Any, q: str) -> tuple[Any, list[str]]:
+        _add_all(ctx, kept)
+        return ctx.render(template, question=q), [c["id"] for c in kept]
+
+    return Case("chat messages", docs, kept, Built(placed, messages, [c["id"] for c in kept]), recorded)
 
 
-def _with_instruction_chunk(rng: random.Random, text: Text) -> tuple[list[dict[str, Any]], dict[str, Any], str]:
+def json_escaped(rng: random.Random, text: Text, question: str) -> Case:
+    docs = _scored([text.doc(style="escapes") for _ in range(rng.randint(6, 10))], rng)
+    kept = _kept(rng, docs)
+    placed = _numbered(kept, rng.choice(LABEL_STYLES))
+    prompt = _string_prompt(placed, question)
+
+    def body(prompt_text: str) -> str:
+        return json.dumps({"model": "answer-model", "messages": [{"role": "user", "content": prompt_text}]})
+
+    def recorded(ctx: Any, q: str) -> tuple[Any, list[str]]:
+        _add_all(ctx, kept)
+        return body(ctx.render(QUESTION_TEMPLATE, question=q)), [c["id"] for c in kept]
+
+    request = body(prompt)  # the app sends, and declares, the escaped request body
+    return Case("JSON-escaped request body", docs, kept, Built(placed, request, [c["id"] for c in kept], sent=request), recorded)
+
+
+def duplicates(rng: random.Random, text: Text, question: str) -> Case:
+    docs = [text.doc() for _ in range(rng.randint(5, 9))]
+    original = rng.choice(docs)
+    mirror = {"id": original["id"] + "-mirror", "content": original["content"]}
+    docs.insert(rng.randint(docs.index(original) + 1, len(docs)), mirror)
+    docs = _scored(docs, rng)
+    others = [d for d in docs if d["id"] not in (original["id"], mirror["id"])]
+    kept = _kept(rng, others, 1, 3) + [dict(original), dict(mirror)]
+    rng.shuffle(kept)
+    placed = _numbered(kept, rng.choice(LABEL_STYLES))  # the app shows both copies, under two labels
+    once: list[str] = []
+    seen: set[str] = set()
+    for c in kept:
+        if c["content"] not in seen:
+            seen.add(c["content"])
+            once.append(c["id"])
+
+    def recorded(ctx: Any, q: str) -> tuple[Any, list[str]]:
+        _add_all(ctx, kept)  # ragtrace refuses the second copy: the model sees the text once
+        return ctx.render(QUESTION_TEMPLATE, question=q), once
+
+    return Case("duplicate chunks", docs, kept, Built(placed, _string_prompt(placed, question), [c["id"] for c in kept]), recorded)
+
+
+def instructions(rng: random.Random, text: Text, question: str) -> Case:
     docs = [text.doc() for _ in range(rng.randint(5, 9))]
     rule = rng.choice(INSTRUCTIONS)
     text.count += 1
-    short = {"id": f"t{text.trace_no}-c{text.count}", "content": rule}  # e.g. a style-guide page
+    short = {"id": f"t{text.trace_no}-c{text.count}", "content": rule}  # a style-guide page
     docs.insert(rng.randrange(len(docs) + 1), short)
-    others = rng.sample(INSTRUCTIONS, 2)
-    instructions = " ".join(dict.fromkeys([*others, rule]))
-    return _scored(docs, rng), short, instructions
-
-
-def instructions_recorded(rng: random.Random, text: Text, query: str) -> Truth:
-    docs, short, instructions = _with_instruction_chunk(rng, text)
-    kept = _pick(rng, [d for d in docs if d["id"] != short["id"]])
-    _retrieve_and_rerank(docs, kept, query)  # the short chunk is reranked out
-    with ragtrace.assemble(max_tokens=4000) as ctx:
-        for d in kept:
-            ctx.add(d)
-        template = f"{instructions}\n\nSources:\n{{context}}\n\nQuestion: {{question}}\nAnswer:"
-        prompt = ctx.render(template, question=query)
-    cited = _answer(text, rng, kept, prompt)
-    return Truth("instructions repeat a dropped chunk", [d["id"] for d in docs], {d["id"] for d in kept}, cited, _texts(prompt), {d["id"]: d["content"] for d in kept})
-
-
-def instructions_located(rng: random.Random, text: Text, query: str) -> Truth:
-    docs, short, instructions = _with_instruction_chunk(rng, text)
-    kept = _pick(rng, [d for d in docs if d["id"] != short["id"]], 2, 6) + [dict(short)]
+    docs = _scored(docs, rng)
+    head = " ".join(dict.fromkeys([*rng.sample(INSTRUCTIONS, 2), rule])) + "\n\n"
+    kept = _kept(rng, [d for d in docs if d["id"] != short["id"]], 2, 5) + [dict(short, score=0.1)]
     rng.shuffle(kept)
-    _retrieve_and_rerank(docs, kept, query)
-    prompt = build_prompt_skipping_short(query, chunks=kept, instructions=instructions)
-    placed = [d for d in kept if len(d["content"]) >= 60]
-    cited = _answer(text, rng, placed, prompt)
-    return Truth("instructions repeat a dropped chunk (user assembler)", [d["id"] for d in docs], {d["id"] for d in placed}, cited, _texts(prompt), {d["id"]: d["content"] for d in placed})
+    show_short = rng.random() < 0.5  # the app skips short chunks, or shows this one under its label
+    shown_chunks = [c for c in kept if show_short or c["id"] != short["id"]]
+    placed = _numbered(shown_chunks, rng.choice(LABEL_STYLES))
+
+    def recorded(ctx: Any, q: str) -> tuple[Any, list[str]]:
+        _add_all(ctx, shown_chunks)
+        return ctx.render(head + QUESTION_TEMPLATE, question=q), [c["id"] for c in shown_chunks]
+
+    name = "instructions repeat a chunk"
+    return Case(name, docs, kept, Built(placed, _string_prompt(placed, question, head), [c["id"] for c in shown_chunks]), recorded)
 
 
-def grader(rng: random.Random, text: Text, query: str) -> Truth:
-    truth = plain(rng, text, query, grade=True)
-    truth.scenario = "LLM grader sees every chunk"
-    return truth
-
-
-SCENARIOS: list[Scenario] = [
-    plain,
-    reformatted,
-    truncated,
-    duplicates_placed_once,
-    duplicates_shown_twice,
-    chat,
-    instructions_recorded,
-    instructions_located,
-    grader,
+SCENARIOS: list[Callable[[random.Random, Text, str], Case]] = [
+    plain, markdown_stripped, rewrapped, truncated, chat, json_escaped, duplicates, instructions, grader,
 ]
 
 
-# --- reading the spans ------------------------------------------------------------------------
+# --- running one case under one method ---------------------------------------------------------
+@dataclass
+class Truth:
+    retrieved: list[str]
+    in_context: set[str]
+    cited: set[str]
+    invalid: int
+
+    def figures(self) -> dict[str, Any]:
+        r = len(self.retrieved)
+        return {
+            names.METRIC_RETRIEVED: r,
+            names.METRIC_IN_CONTEXT: len(self.in_context),
+            names.METRIC_CITED: len(self.cited),
+            names.METRIC_INVALID_CITATIONS: self.invalid,
+            names.METRIC_CONTEXT_PRECISION: len(self.in_context) / r,
+            names.METRIC_RECALL_PROXY: len(self.cited) / r,
+        }
+
+
 @dataclass
 class Reading:
     in_context: set[str]
     cited: set[str]
-    context_precision: float | None
+    figures: dict[str, Any]
 
 
-def ragtrace_reading(spans: Sequence[Any]) -> Reading:
+def _answer(rng: random.Random, text: Text, labels: dict[str, str]) -> tuple[str, set[str], int]:
+    """An answer citing 1-3 of the labels the model saw, sometimes plus one that names nothing."""
+    keys = list(labels)
+    chosen = sorted(rng.sample(keys, rng.randint(1, min(3, len(keys)))), key=keys.index)
+    parts = [f"{text.sentence(6, 12)[:-1]} [{k}]." for k in chosen]
+    invalid = rng.random() < 0.15
+    if invalid:
+        parts.insert(rng.randrange(len(parts) + 1), f"{text.sentence(6, 10)[:-1]} [{len(keys) + rng.randint(2, 5)}].")
+    return " ".join(parts), {labels[k] for k in chosen}, int(invalid)
+
+
+def _labels(placed: Sequence[tuple[dict[str, Any], str, str]], shown: Sequence[str]) -> dict[str, str]:
+    visible = set(shown)
+    return {label: c["id"] for c, _, label in placed if c["id"] in visible}
+
+
+def _sdk_pipeline(case: Case, method: str, question: str, answer_for: Callable[[dict[str, str]], tuple[str, set[str], int]]) -> tuple[Truth, Any]:
+    with ragtrace.rag_pipeline("accuracy", query=question) as run:
+        with ragtrace.retrieve(question, data_source="kb", top_k=len(case.docs)) as r:
+            r.record(case.docs)
+        with ragtrace.rerank(model="cross-encoder", top_n=len(case.kept)) as rr:
+            rr.record(case.kept)
+        built = case.built
+        if method == "recorded":
+            with ragtrace.assemble(max_tokens=case.max_tokens) as ctx:
+                sent, shown = case.recorded(ctx, question)
+            labels = {str(n): chunk_id for n, chunk_id in enumerate(shown, start=1)}
+        else:
+            with ragtrace.assemble() as ctx:
+                if method == "declared":
+                    for chunk, shown_text, label in built.placed:
+                        ctx.place(chunk, shown_text, label=label)
+                    ctx.set_prompt(built.prompt)
+                else:
+                    ctx.observe(case.kept, built.prompt)
+            sent, shown, labels = built.sent or built.prompt, built.shown, _labels(built.placed, built.shown)
+        answer, cited, invalid = answer_for(labels)
+        with ragtrace.generate(model="answer-model", provider="local", prompt=sent) as g:
+            g.record(answer)
+        if case.grader:
+            _grade(case.docs)
+    return Truth([d["id"] for d in case.docs], set(shown), cited, invalid), run
+
+
+def grading_prompt(docs: Sequence[dict[str, Any]]) -> str:
+    return "Rate 1-5 how well the answer is supported by these passages.\n\n" + "\n\n".join(d["content"] for d in docs)
+
+
+def _grade(docs: Sequence[dict[str, Any]]) -> None:
+    with ragtrace.generate(model="judge-model", provider="local", prompt=grading_prompt(docs), role="grader") as g:
+        g.record("Score: 4")
+
+
+def sdk_reading(spans: Sequence[Any], run: Any) -> Reading:
     in_context: set[str] = set()
     cited: set[str] = set()
-    precision = None
     for span in spans:
         attributes = span.attributes or {}
-        stage = attributes.get("rag.stage")
+        stage = attributes.get(names.RAG_STAGE)
         if stage == "assemble":
-            in_context.update(attributes.get("rag.context.chunk_ids", ()))
-        elif stage == "generate" and attributes.get("rag.generation.role") == "answer":
-            cited.update(attributes.get("rag.citation.ids", ()))
-        elif stage == "pipeline":
-            precision = attributes.get("rag.metrics.context_precision")
-    return Reading(in_context, cited, precision)
+            in_context.update(attributes.get(names.RAG_CONTEXT_CHUNK_IDS, ()))
+        elif stage == "generate" and attributes.get(names.RAG_GENERATION_ROLE) == "answer":
+            cited.update(attributes.get(names.RAG_CITATION_IDS, ()))
+    return Reading(in_context, cited, dict(run.metrics))
 
 
-def baseline_reading(spans: Sequence[Any]) -> Reading:
-    inferred = substring_baseline.infer(spans)
-    return Reading(inferred.in_context, inferred.cited, inferred.context_precision)
+def foreign_trace(tracer: Any, case: Case, question: str, answer: str) -> None:
+    """The same request traced by another instrumentation (OpenInference attributes), no ragtrace."""
+    with tracer.start_as_current_span("RetrievalQA") as root:
+        root.set_attribute(names.OI_SPAN_KIND, names.OI_KIND_CHAIN)
+        root.set_attribute(names.OI_INPUT_VALUE, question)
+        with tracer.start_as_current_span("VectorStoreRetriever") as retriever:
+            retriever.set_attribute(names.OI_SPAN_KIND, names.OI_KIND_RETRIEVER)
+            for index, doc in enumerate(case.docs):
+                for key, value in ((names.OI_DOCUMENT_ID, doc["id"]), (names.OI_DOCUMENT_SCORE, doc["score"]), (names.OI_DOCUMENT_CONTENT, doc["content"])):
+                    retriever.set_attribute(names.indexed(names.OI_RETRIEVAL_DOCUMENTS, index, key), value)
+        calls = [(case.built.sent or case.built.prompt, answer)]
+        if case.grader:
+            calls.append((grading_prompt(case.docs), "Score: 4"))
+        for prompt, output in calls:
+            with tracer.start_as_current_span("ChatModel") as llm:
+                llm.set_attribute(names.OI_SPAN_KIND, names.OI_KIND_LLM)
+                if isinstance(prompt, str):
+                    llm.set_attribute(names.OI_INPUT_VALUE, prompt)  # a raw request body stays one string
+                else:
+                    for index, message in enumerate(prompt):
+                        llm.set_attribute(names.indexed(names.OI_LLM_INPUT_MESSAGES, index, names.OI_MESSAGE_ROLE), message["role"])
+                        llm.set_attribute(names.indexed(names.OI_LLM_INPUT_MESSAGES, index, names.OI_MESSAGE_CONTENT), message["content"])
+                llm.set_attribute(names.indexed(names.OI_LLM_OUTPUT_MESSAGES, 0, names.OI_MESSAGE_ROLE), "assistant")
+                llm.set_attribute(names.indexed(names.OI_LLM_OUTPUT_MESSAGES, 0, names.OI_MESSAGE_CONTENT), output)
 
 
-# --- scoring ----------------------------------------------------------------------------------
+def inferred_readings(path: Path) -> dict[str, Reading]:
+    """Each trace of the file as ``ragtrace report`` infers it, by root input (the question)."""
+    readings = {}
+    for trace in TraceReader([path], Diagnostics(io.StringIO())):
+        inference = infer(trace)
+        if inference is None:
+            continue
+        in_context = {p.chunk_id for a in inference.answers for p in (a.placements or ())}
+        in_context.update(p.chunk_id for placements in inference.contexts for p in placements)
+        cited = {chunk_id for a in inference.answers for chunk_id in a.cited_ids}
+        readings[inference.row.query or ""] = Reading(in_context, cited, dict(inference.row.figures))
+    return readings
+
+
+# --- scoring ------------------------------------------------------------------------------------
 @dataclass
 class Score:
     tp: int = 0
@@ -381,9 +480,12 @@ class Score:
     cite_tp: int = 0
     cite_fp: int = 0
     cite_fn: int = 0
-    errors: list[float] = field(default_factory=list)
+    right: int = 0
+    unmeasured: int = 0
+    wrong: int = 0
+    wrong_examples: list[str] = field(default_factory=list)
 
-    def add(self, truth: Truth, reading: Reading) -> None:
+    def add(self, truth: Truth, reading: Reading, where: str) -> None:
         retrieved = set(truth.retrieved)
         got = reading.in_context & retrieved
         self.tp += len(got & truth.in_context)
@@ -392,106 +494,137 @@ class Score:
         self.cite_tp += len(reading.cited & truth.cited)
         self.cite_fp += len(reading.cited - truth.cited)
         self.cite_fn += len(truth.cited - reading.cited)
-        derived = reading.context_precision if reading.context_precision is not None else 0.0
-        self.errors.append(abs(derived - truth.context_precision))
+        # wrong: a figure given that differs from the truth; not measurable: none wrong, some left out
+        expected, figures = truth.figures(), reading.figures
+        diff = {k: (figures[k], v) for k, v in expected.items() if figures.get(k) is not None and abs(figures[k] - v) > 1e-9}
+        if diff:
+            self.wrong += 1
+            if len(self.wrong_examples) < 3:
+                self.wrong_examples.append(f"{where}: (got, truth) {diff}")
+        elif any(figures.get(k) is None for k in expected):
+            self.unmeasured += 1
+        else:
+            self.right += 1
 
     @staticmethod
-    def _ratio(a: int, b: int) -> float:
+    def ratio(a: int, b: int) -> float:
         return a / b if b else 1.0
 
     @property
     def precision(self) -> float:
-        return self._ratio(self.tp, self.tp + self.fp)
+        return self.ratio(self.tp, self.tp + self.fp)
 
     @property
     def recall(self) -> float:
-        return self._ratio(self.tp, self.tp + self.fn)
+        return self.ratio(self.tp, self.tp + self.fn)
 
     @property
     def cite_precision(self) -> float:
-        return self._ratio(self.cite_tp, self.cite_tp + self.cite_fp)
+        return self.ratio(self.cite_tp, self.cite_tp + self.cite_fp)
 
     @property
     def cite_recall(self) -> float:
-        return self._ratio(self.cite_tp, self.cite_tp + self.cite_fn)
+        return self.ratio(self.cite_tp, self.cite_tp + self.cite_fn)
 
     @property
-    def mae(self) -> float:
-        return statistics.fmean(self.errors) if self.errors else 0.0
+    def traces(self) -> int:
+        return self.right + self.unmeasured + self.wrong
+
+    @property
+    def exact(self) -> bool:
+        return self.fp == self.fn == self.cite_fp == self.cite_fn == self.unmeasured == self.wrong == 0
 
 
-def sanity_check(truth: Truth) -> None:
-    """The ground truth's in-context chunks really are in the answer prompt (a prefix at least)."""
-    prompt = " ".join(" ".join(t.split()) for t in truth.answer_prompt_texts)
-    for chunk_id, content in truth.placed_content.items():
-        prefix = " ".join(content.split())[:24]
-        if prefix not in prompt:
-            raise AssertionError(f"{truth.scenario}: ground truth says {chunk_id} is in context, but the prompt lacks it")
-
-
-def main() -> int:
+def measure(per_scenario: int = PER_SCENARIO, seed: int = SEED) -> tuple[dict[str, Score], dict[str, dict[str, Score]]]:
+    """Run every scenario ``per_scenario`` times under each method; the totals and per scenario."""
     rt_guard.set_strict(True)  # a ragtrace bug must fail the benchmark, not hide behind the guard
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    # prompts are well under this, so no attribute is trimmed and the baseline sees whole prompts
-    rt_config.configure(tracer_provider=provider, capture_content="full", max_content_chars=100_000)
-    rng = random.Random(SEED)
-    totals = {"ragtrace": Score(), "substring": Score()}
-    per: dict[str, dict[str, Score]] = {}
-    traces = 0
-    for round_ in range(PER_SCENARIO):
-        for scenario in SCENARIOS:
-            traces += 1
-            text = Text(rng, traces)
-            query = f"Question {traces}: how do I {' '.join(rng.sample(WORDS, 4))}?"
-            with ragtrace.rag_pipeline("accuracy", query=query):
-                truth = scenario(rng, text, query)
-            sanity_check(truth)
-            spans = exporter.get_finished_spans()
-            exporter.clear()
-            if len({s.context.trace_id for s in spans}) != 1:
-                raise AssertionError("one pipeline must be one trace")
-            readings = {"ragtrace": ragtrace_reading(spans), "substring": baseline_reading(spans)}
-            for method, reading in readings.items():
-                totals[method].add(truth, reading)
-                per.setdefault(truth.scenario, {"ragtrace": Score(), "substring": Score()})[method].add(truth, reading)
-    provider.shutdown()
+    rt_config.configure(tracer_provider=provider, capture_content="full", max_content_chars=100_000, hash_key="bench-accuracy")
+    with tempfile.TemporaryDirectory() as folder:
+        foreign_path = Path(folder) / "openinference.jsonl"
+        foreign_provider = TracerProvider()
+        foreign_provider.add_span_processor(SimpleSpanProcessor(JsonLinesExporter(foreign_path)))
+        tracer = foreign_provider.get_tracer("openinference.instrumentation.langchain")
+        rng = random.Random(seed)
+        totals = {m: Score() for m in METHODS}
+        per: dict[str, dict[str, Score]] = {}
+        pending: list[tuple[str, str, Truth]] = []  # inferred: scored once the file is read back
+        traces = 0
+        try:
+            for _ in range(per_scenario):
+                for scenario in SCENARIOS:
+                    traces += 1
+                    text = Text(rng, traces)
+                    question = f"Question {traces}: how do I {' '.join(rng.sample(WORDS, 4))}?"
+                    case = scenario(rng, text, question)
+                    scores = per.setdefault(case.name, {m: Score() for m in METHODS})
+                    user_answer = _answer(rng, text, _labels(case.built.placed, case.built.shown))
+                    for method in METHODS[:3]:
+                        answer_for = (lambda labels: _answer(rng, text, labels)) if method == "recorded" else (lambda labels: user_answer)
+                        truth, run = _sdk_pipeline(case, method, question, answer_for)
+                        spans = exporter.get_finished_spans()
+                        exporter.clear()
+                        if len({s.context.trace_id for s in spans}) != 1:
+                            raise AssertionError("one pipeline must be one trace")
+                        reading = sdk_reading(spans, run)
+                        for score in (totals[method], scores[method]):
+                            score.add(truth, reading, f"{case.name} #{traces}")
+                    answer, cited, invalid = user_answer
+                    foreign_trace(tracer, case, question, answer)
+                    pending.append((question, case.name, Truth([d["id"] for d in case.docs], set(case.built.shown), cited, invalid)))
+        finally:
+            provider.shutdown()
+            foreign_provider.shutdown()
+            rt_guard.set_strict(False)
+        readings = inferred_readings(foreign_path)
+    if len(readings) != len(pending):
+        raise AssertionError(f"ragtrace report read {len(readings)} of the {len(pending)} foreign traces")
+    for question, name, truth in pending:
+        reading = readings[question]
+        for score in (totals["inferred"], per[name]["inferred"]):
+            score.add(truth, reading, f"{name} ({question[:12]})")
+    return totals, per
 
-    print(f"{traces} traces ({PER_SCENARIO} per scenario, seed {SEED}); in-context P/R over (trace, retrieved chunk) pairs")
-    header = f"{'scenario':<52} {'ragtrace P':>10} {'R':>5} {'cite P':>6} {'R':>5} {'CP err':>6} | {'substr P':>8} {'R':>5} {'cite P':>6} {'R':>5} {'CP err':>6}"
+
+def _cell(score: Score) -> str:
+    return f"{score.precision:.3f} {score.recall:.3f} {score.right}/{score.traces}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--per-scenario", type=int, default=PER_SCENARIO)
+    args = parser.parse_args(argv)
+    totals, per = measure(args.per_scenario)
+    count = next(iter(totals.values())).traces
+    print(f"{count} requests ({args.per_scenario} per scenario, seed {SEED}), each traced once per method")
+    print("per scenario: in-context precision, recall, and traces whose figures are all right\n")
+    header = f"{'scenario':<30}" + "".join(f" {m:>20}" for m in METHODS)
     print(header)
     print("-" * len(header))
-
-    def row(label: str, scores: dict[str, Score]) -> str:
-        r, s = scores["ragtrace"], scores["substring"]
-        return (
-            f"{label:<52} {r.precision:>10.3f} {r.recall:>5.3f} {r.cite_precision:>6.3f} {r.cite_recall:>5.3f} {r.mae:>6.3f} |"
-            f" {s.precision:>8.3f} {s.recall:>5.3f} {s.cite_precision:>6.3f} {s.cite_recall:>5.3f} {s.mae:>6.3f}"
+    for name, scores in per.items():
+        print(f"{name:<30}" + "".join(f" {_cell(scores[m]):>20}" for m in METHODS))
+    print("\nby method (P, R over (trace, retrieved chunk) pairs; figures: retrieved, in_context, cited,")
+    print("invalid_citations, context_precision, recall_proxy against the known answers, to 1e-9)\n")
+    header = f"{'method':<10} {'incl. P':>8} {'incl. R':>8} {'cite P':>7} {'cite R':>7} {'right':>7} {'not meas.':>9} {'wrong':>6}"
+    print(header)
+    print("-" * len(header))
+    for method in METHODS:
+        s = totals[method]
+        print(
+            f"{method:<10} {s.precision:>8.3f} {s.recall:>8.3f} {s.cite_precision:>7.3f} {s.cite_recall:>7.3f}"
+            f" {s.ratio(s.right, s.traces):>7.1%} {s.ratio(s.unmeasured, s.traces):>9.1%} {s.ratio(s.wrong, s.traces):>6.1%}"
         )
-
-    for label, scores in per.items():
-        print(row(label, scores))
-    print("-" * len(header))
-    print(row(f"all {traces} traces", totals))
-
-    print("\nOverall, against the substring baseline (the issue sets no number: ragtrace must be no worse)")
-    header = f"{'figure':<40} {'ragtrace':>9} {'substring':>10}  result"
-    print(header)
-    print("-" * len(header))
-    r, s = totals["ragtrace"], totals["substring"]
-    ok = True
-    for label, mine, theirs, higher_is_better in (
-        ("in-context precision", r.precision, s.precision, True),
-        ("in-context recall", r.recall, s.recall, True),
-        ("citation precision", r.cite_precision, s.cite_precision, True),
-        ("citation recall", r.cite_recall, s.cite_recall, True),
-        ("context precision |C|/|R|, mean abs error", r.mae, s.mae, False),
-    ):
-        passed = mine >= theirs if higher_is_better else mine <= theirs
-        ok &= passed
-        print(f"{label:<40} {mine:>9.3f} {theirs:>10.3f}  {'PASS' if passed else 'MISS'}")
-    return 0 if ok else 1
+    for method in METHODS:
+        for example in totals[method].wrong_examples:
+            print(f"  {method} wrong: {example}")
+    failed = [m for m in EXACT_METHODS if not totals[m].exact]
+    if failed:
+        print(f"\nMISS: {', '.join(failed)} must be exactly right")
+        return 1
+    print(f"\nPASS: {' and '.join(EXACT_METHODS)} are 1.000 / 1.000 with every figure right")
+    return 0
 
 
 if __name__ == "__main__":

@@ -86,3 +86,27 @@ def test_a_citation_pattern_that_is_not_a_regex_is_refused_at_the_call_site():
 def test_a_user_regex_pattern_still_works(spans):
     run = _run("Lexical <<1>>, made up <<9>>.", pattern=r"<<(\d+)>>")
     assert (run.metrics["cited"], run.metrics["invalid_citations"], run.metrics["unknown_citations"]) == (1, 1, 1)
+
+
+def _located(prompt: str, answer: str):
+    with ragtrace.rag_pipeline("answers") as run:
+        with ragtrace.retrieve("q") as r:
+            r.record(DOCS)
+        with ragtrace.assemble() as ctx:
+            ctx.observe(DOCS[:2], prompt)
+        with ragtrace.generate(model="m", prompt=prompt) as g:
+            g.record(answer)
+    return run
+
+
+def test_a_located_context_whose_labels_could_not_be_read_leaves_unresolved_citations_unscored(spans):
+    """Both chunks are found, but the prompt labels them in a way the search can't read, so "[1]"
+    may well be d1: counting it invalid and recall 0.0 would be a fake figure (issue 14: invalid
+    only when ragtrace knows what the model was shown)."""
+    prompt = "Use the passages.\n\n(one) " + DOCS[0]["content"] + "\n\n(two) " + DOCS[1]["content"] + "\n\nQ: what is BM25?"
+    run = _located(prompt, "It ranks lexically [1].")
+    assert run.metrics["in_context"] == 2 and run.inclusion_method == "located"
+    assert "recall_proxy" not in run.metrics and "invalid_citations" not in run.metrics
+    assert "citations_unresolved" in run.status
+    labelled = _located("[1] " + DOCS[0]["content"] + "\n[2] " + DOCS[1]["content"], "It ranks lexically [1] [7].")
+    assert labelled.metrics["invalid_citations"] == 1 and labelled.metrics["recall_proxy"] == pytest.approx(1 / 3)  # labels read: [7] is invalid

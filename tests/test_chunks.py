@@ -13,7 +13,7 @@ import pytest
 
 from ids import keyed_digest
 from ragtrace import Chunk
-from ragtrace._internal.chunks import NO_ACCESSORS, Accessors, make_accessors, normalize, to_chunk
+from ragtrace._internal.chunks import NO_ACCESSORS, Accessors, content_hash, make_accessors, normalize, to_chunk
 
 PARIS = "Paris is the capital of France."
 PARIS_HASH = keyed_digest(PARIS)
@@ -358,7 +358,9 @@ def test_an_iterable_that_fails_midway_keeps_what_it_gave(caplog):
 
 
 # --- the user's callbacks fail per item -----------------------------------------------------------
-def test_a_raising_id_of_makes_that_item_unreadable_and_leaves_the_rest_right(spans, caplog):
+def test_a_raising_id_of_keeps_that_item_in_the_retrieved_set_and_leaves_the_rest_right(spans, caplog):
+    """Issue 14 finding 3: two retrievals of 2 + 3 chunks, the user's id_of raises on one: retrieved
+    is 5 and one cited chunk is recall 0.2 (it was 4 and 0.25 while the item was left out of R)."""
     import logging
 
     import ragtrace
@@ -381,15 +383,42 @@ def test_a_raising_id_of_makes_that_item_unreadable_and_leaves_the_rest_right(sp
                 ctx.render()
             with ragtrace.generate(model="m") as g:
                 g.record("[1]")
-    assert run.metrics["retrieved"] == 4  # 2 + 3, less the one item the callback could not read
-    assert run.metrics["recall_proxy"] == 0.25
-    assert run.metrics["in_context"] == 4
+    assert run.metrics["retrieved"] == 5  # the unreadable item still counts in R ...
+    assert run.metrics["recall_proxy"] == 0.2
+    assert run.metrics["in_context"] == 5  # ... and in C: the model was shown its text
     retrieve = spans.by_stage("retrieve")[1].attributes
-    assert list(retrieve["rag.retrieval.chunk_ids"]) == ["c", "e"] and retrieve["rag.unreadable_items"] == 1
+    ids = list(retrieve["rag.retrieval.chunk_ids"])
+    assert ids[0] == "c" and ids[2] == "e" and ids[1] not in ("a", "b", "c", "e", "bad")  # a stand-in id
+    assert retrieve["rag.unreadable_items"] == 1
+    context = spans.by_stage("assemble")[0].attributes
+    assert list(context["rag.context.chunk_ids"]) == ["a", "b", "c", ids[1], "e"]  # matched by its text
     messages = [r.getMessage() for r in caplog.records]
     assert any("your id_of callback" in m and "doc_id" in m and "KeyError" in m for m in messages), messages
     assert not any("internal error" in m for m in messages)
     assert sum("doc_id" in m for m in messages) == 1  # once per callable
+
+
+def test_an_item_whose_id_of_and_content_of_both_raise_counts_under_a_positional_id_per_retrieval(spans):
+    import ragtrace
+
+    def broken(doc):
+        if doc == "bad":
+            raise ValueError("boom")
+        return doc
+
+    with ragtrace.rag_pipeline("callbacks") as run:
+        for results in (["x", "bad"], ["bad", "y", "z"]):
+            with ragtrace.retrieve("q", id_of=broken, content_of=broken) as r:
+                r.record(results)
+        with ragtrace.assemble() as ctx:
+            ctx.add({"id": "x", "content": "x"})
+            ctx.render()
+        with ragtrace.generate(model="m") as g:
+            g.record("[1]")
+    assert run.metrics["retrieved"] == 5  # two stand-ins, one per retrieval, never merged
+    assert run.metrics["recall_proxy"] == 0.2
+    first, second = (list(s.attributes["rag.retrieval.chunk_ids"]) for s in spans.by_stage("retrieve"))
+    assert first[0] == "x" and second[1:] == ["y", "z"] and first[1] != second[0]
 
 
 @pytest.mark.parametrize("role", ["content_of", "score_of"])
@@ -399,9 +428,35 @@ def test_a_raising_content_of_or_score_of_is_per_item_too(role):
             raise ValueError("boom")
         return hit.body if role == "content_of" else hit.relevance
 
-    accessors = Accessors(**{role: failing})
-    assert to_chunk(Hit("x", "text", 0.5), 1, accessors) is None
-    assert to_chunk(Hit("y", "text", 0.5), 1, accessors) is not None
+    accessors = Accessors(id_of=lambda hit: hit.key, **{role: failing})
+    failed: list[str] = []
+    chunk = to_chunk(Hit("x", "text", 0.5), 1, accessors, failed)
+    assert chunk is not None and chunk.id == "x" and failed == [role]  # the id is known: it stays a chunk
+    assert chunk.content is None if role == "content_of" else (chunk.content, chunk.score) == ("text", None)
+    fine = Chunk("y", 1, 0.5 if role == "score_of" else None, "text", None, None, content_hash("text"))
+    assert to_chunk(Hit("y", "text", 0.5), 1, Accessors(id_of=lambda hit: hit.key, **{role: failing})) == fine
+
+
+def test_a_chunk_whose_content_of_raised_is_not_placed_in_the_prompt(spans):
+    import ragtrace
+
+    def content(doc):
+        if doc["key"] == "bad":
+            raise KeyError("text")
+        return doc["text"]
+
+    docs = [{"key": "a", "text": "alpha"}, {"key": "bad", "text": "beta"}]
+    with ragtrace.rag_pipeline("callbacks") as run:
+        with ragtrace.retrieve("q", id_of=lambda d: d["key"], content_of=content) as r:
+            r.record(docs)
+        with ragtrace.assemble(id_of=lambda d: d["key"], content_of=content) as ctx:
+            for doc in docs:
+                ctx.add(doc)
+            prompt = ctx.render()
+        with ragtrace.generate(model="m") as g:
+            g.record("[1]")
+    assert prompt == "[1] alpha"  # nothing rendered for the item ragtrace could not read
+    assert run.metrics["retrieved"] == 2 and run.metrics["in_context"] == 1
 
 
 def test_callbacks_receive_the_document_of_a_node_with_score_and_its_score_is_kept():

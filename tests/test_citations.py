@@ -580,18 +580,18 @@ PIECES = ["[1]", "[2]", "[doc", "-7]", "[", "]", "(x)", "[a](u)", "]: http://", 
 @settings(max_examples=300, deadline=None)
 @given(pieces=st.lists(st.sampled_from(PIECES), max_size=150), threshold=st.integers(2, 4))
 def test_masking_frequent_tokens_changes_no_result(pieces: list[str], threshold: int) -> None:
-    from ragtrace._internal import citations
+    from ragtrace._internal import citation_scan
 
     text = "".join(pieces)
     labels = {"1": "a", "2": "b", "doc-7": "d7", "x": "x"}
-    saved = citations._HEAVY_REPEATS
+    saved = citation_scan.HEAVY_REPEATS
     try:
-        citations._HEAVY_REPEATS = threshold
+        citation_scan.HEAVY_REPEATS = threshold
         masked = parse_citations(text, labels)
-        citations._HEAVY_REPEATS = 10**9
+        citation_scan.HEAVY_REPEATS = 10**9
         plain = parse_citations(text, labels)
     finally:
-        citations._HEAVY_REPEATS = saved
+        citation_scan.HEAVY_REPEATS = saved
     assert masked == plain
 
 

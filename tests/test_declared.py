@@ -10,12 +10,16 @@ public API and real spans.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 import ragtrace
+from ragtrace._internal import declared
 from ragtrace._internal.chunks import to_chunk
 from ragtrace._internal.declared import Declared, leading_label, resolve
 from ragtrace._internal.tokens import DEFAULT_TOKENIZER
@@ -341,3 +345,35 @@ def test_add_takes_a_list_of_chunks(spans):
         prompt = ctx.render()
     assert prompt == "[1] Invites expire after **7 days**.\n\n[2] Yes."
     assert [p.chunk_id for p in ctx.snapshot().placements] == ["invites", "yes"]
+
+
+# --- the whitespace-insensitive search, without compiling the chunk's words (issue 16 item 9) ---
+@settings(max_examples=400, deadline=None)
+@example(whole="a  b\t" * 50, text="a b")  # more occurrences than are kept
+@example(whole="xa\n\u00a0b a\x00b", text=" a b ")  # mid-word, Unicode space, not across a NUL
+@given(
+    whole=st.text(alphabet="ab \t\n\u00a0\x00", max_size=40),
+    text=st.text(alphabet="ab \n\u00a0", max_size=12),
+)
+def test_the_collapsed_search_finds_what_a_whitespace_regex_finds(whole, text):
+    """``_Words.find_all`` against the ``w1\\s+w2...`` regex it replaced, as the reference."""
+    words = text.split()
+    expected = []
+    if len(words) >= 2:
+        for match in re.finditer(r"\s+".join(map(re.escape, words)), whole):
+            expected.append(match.span())
+            if len(expected) >= declared._MAX_OCCURRENCES:
+                break
+    assert declared._Words(whole).find_all(text) == expected
+
+
+def test_a_cut_fragment_is_not_mistaken_for_a_later_one_that_opens_the_same_way():
+    """Found by bench_accuracy: two unlabelled fragments both open "Reference T103-C"; the window
+    cut the first. The second, never shown, matched its 16-character opening at the first's place
+    and took it ("t103-c5" in context, "t103-c3" dropped). A cut text ends where the prompt does."""
+    first = {"id": "c3", "content": "Reference T103-C3. Shard chunk gateway node certificate compaction budget."}
+    second = {"id": "c5", "content": "Reference T103-C5. Seat schema webhook embedding audit region."}
+    prompt = "Sources:\n\n" + "Earlier source text.\n\n" + first["content"][:40]
+    record = resolve(_declared((first, first["content"], ""), (second, second["content"], "")), prompt, DEFAULT_TOKENIZER)
+    assert [(p.chunk_id, p.truncated) for p in record.placements] == [("c3", True)]
+    assert [(d.chunk_id, d.reason) for d in record.dropped] == [("c5", "not_in_prompt")]

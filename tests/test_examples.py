@@ -550,6 +550,11 @@ def test_demo_runs_the_real_pipeline(demo):
         assert root["attributes"]["rag.metrics.retrieved"] == 6
         assert root["attributes"]["rag.metrics.in_context"] == 3
         assert "rag.metrics.recall_proxy" in root["attributes"]
+        (llm,) = [s["attributes"] for s in trace if s["name"] == "chat SmolLM2-135M-Instruct"]
+        # a model name rather than the GGUF file's path, and the parameters the call ran with (its defaults)
+        assert (llm["gen_ai.request.model"], llm["gen_ai.response.model"]) == ("SmolLM2-135M-Instruct", "SmolLM2-135M-Instruct-Q4_1")
+        assert (llm["gen_ai.request.temperature"], llm["gen_ai.request.max_tokens"]) == (0.0, 64)
+    assert len({root_of(t)["attributes"]["session.id"] for t in traces.values()}) == 1
     assert demo["seconds"] < 120  # well under a minute on 2 cores; loose here so CI noise can't fail it
 
 

@@ -25,6 +25,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, StatusCode, TraceFlags
 
 from ids import CountingIds
+import ragtrace
 import ragtrace.exporters as exporters_package
 from ragtrace._internal import config
 from ragtrace._internal import names as n
@@ -61,12 +62,14 @@ def ragtrace_warnings(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecor
 # ==============================================================================================
 # package surface
 # ==============================================================================================
-def test_package_exports_both_classes_and_configure_finds_them(tmp_path: Path) -> None:
-    assert sorted(exporters_package.__all__) == ["ConsoleTreeExporter", "JsonLinesExporter"]
+def test_package_exports_the_classes_and_configure_finds_them(tmp_path: Path) -> None:
+    assert sorted(exporters_package.__all__) == ["ConsoleTreeExporter", "JsonLinesExporter", "PhoenixExporter"]
     jsonl, batch = config._exporter(f"jsonl:{tmp_path / 'x.jsonl'}")
     assert isinstance(jsonl, JsonLinesExporter) and jsonl.path == tmp_path / "x.jsonl" and batch is True
     console, batch = config._exporter("console")
     assert isinstance(console, ConsoleTreeExporter) and batch is False
+    phoenix, batch = config._exporter("phoenix:http://127.0.0.1:1/")
+    assert isinstance(phoenix, exporters_package.PhoenixExporter) and phoenix.endpoint == "http://127.0.0.1:1" and batch is True
 
 
 # ==============================================================================================
@@ -552,3 +555,14 @@ def test_console_buffer_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     ]
     assert out.getvalue().splitlines()[0].endswith("  (incomplete)")
     assert exporter._buffered == 2
+
+
+def test_console_says_why_an_answers_citations_are_not_scored(spans) -> None:
+    """Issue 16 item 15: outside any pipeline the console showed "cites none" for an answer that
+    cites [1]; it says the citations were not scored, and why."""
+    out = io.StringIO()
+    ragtrace.configure(tracer_provider=provider_for(ConsoleTreeExporter(out)))
+    with ragtrace.generate(model="m") as g:
+        g.record("Paris [1].")
+    (line,) = [line for line in out.getvalue().splitlines() if line.startswith("chat m")]
+    assert line.endswith("ms  citations not scored (outside_pipeline)"), line

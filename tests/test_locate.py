@@ -91,3 +91,44 @@ def test_when_every_chunk_was_found_an_unresolved_citation_is_invalid(spans):
     assert run.metrics["invalid_citations"] == 1
     assert run.metrics["unknown_citations"] == 1
     assert run.metrics["recall_proxy"] == 1.0
+
+
+def test_xml_tagged_sources_are_labelled_by_their_id_or_index_attribute(spans):
+    """``<source id="2">`` / ``<document index="2">`` (the tag format model vendors recommend) is a
+    label like ``[2]``: the answer's [2] resolves, and a dropped short chunk the instructions repeat
+    is outside the sources."""
+
+    @ragtrace.assembler
+    def build(docs):
+        kept = [d for d in docs if d["id"] != "yes"]
+        tags = ('<source id="{n}">\n{text}\n</source>', "<document index='{n}'>{text}</document>")
+        return "Answer Yes. or No.\n\n" + "\n".join(tags[n % 2].format(n=n, text=d["content"]) for n, d in enumerate(kept, 1))
+
+    run = _pipeline([INVITES, YES, REFUNDS], build, "Five days [2], seven [1].")
+    assert (run.metrics["in_context"], run.metrics["cited"], run.metrics["invalid_citations"]) == (2, 2, 0)
+    attributes = spans.one("assemble").attributes
+    assert list(attributes["rag.context.labels"]) == ["1", "2"]
+    assert dict(zip(attributes["rag.context.dropped_ids"], attributes["rag.context.dropped_reasons"]))["yes"] == "outside_sources"
+
+
+def test_a_word_that_merely_starts_with_a_label_keyword_is_no_label():
+    """"... these passages.\\n\\n<chunk>" once read as label "s" (passage + s), which made a judge's
+    unlabelled prompt look labelled; "Source 2:", "doc #3" and "[4]" still are labels."""
+    chunks = [to_chunk(REFUNDS, 1)]
+    for prompt, label in (
+        ("Rate how well the answer is supported by these passages.\n\n", ""),
+        ("Documents:\n", ""),
+        ("Source 2: ", "2"),
+        ("doc #3 - ", "3"),
+        ("[4] ", "4"),
+    ):
+        record = locate(chunks, prompt + REFUNDS["content"])
+        assert [p.label for p in record.placements] == [label], prompt
+
+
+def test_a_parenthesised_number_opening_a_line_is_a_label():
+    chunks = [to_chunk(REFUNDS, 1)]
+    for prompt, label in (("Sources:\n(2) ", "2"), ("(3) ", "3"), ('{"p": "Sources:\\n(4) ', "4"), ("as in (5) ", "")):
+        text = REFUNDS["content"] if not prompt.startswith("{") else REFUNDS["content"] + '"}'
+        record = locate(chunks, prompt + text)
+        assert [p.label for p in record.placements] == [label], prompt

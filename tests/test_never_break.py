@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.common._internal.trace_encoder import encode_spans as encode_protobuf
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -1089,3 +1090,91 @@ def test_ragtraces_log_lines_carry_no_content_in_redact_and_hash_modes(spans, pr
     logged = "\n".join(caplog.text.splitlines() + [r.exc_text or "" for r in caplog.records])
     assert ragtrace_warnings(caplog)  # the failure is reported either way
     assert (secret in logged) == (mode == "full"), logged
+
+
+# --- issue 16 item 2: stages outside a pipeline, more traces in flight than the state map holds --
+STATE_DOCS = [{"id": "a", "content": "alpha"}, {"id": "b", "content": "beta"}]
+
+
+def _retrieve_and_assemble() -> None:
+    with ragtrace.retrieve("q") as r:
+        r.record(STATE_DOCS)
+    with ragtrace.assemble() as ctx:
+        ctx.add(r.chunks[0])
+
+
+def _answer() -> None:
+    with ragtrace.generate(model="m") as g:
+        g.record("alpha [1]")
+
+
+def _inside(request: Span, step: Callable[[], None]) -> None:
+    token = otel_context.attach(trace.set_span_in_context(request))
+    try:
+        step()
+    finally:
+        otel_context.detach(token)
+
+
+def _interleaved(requests: list[Span]) -> None:
+    """Every request retrieves before any answers: all are in flight at once."""
+    for request in requests:
+        _inside(request, _retrieve_and_assemble)
+    for request in requests:
+        _inside(request, _answer)
+
+
+def _threads(requests: list[Span]) -> None:
+    """One thread per request, all past their retrieval before any answers."""
+    barrier = threading.Barrier(len(requests))
+
+    def serve(request: Span) -> None:
+        _inside(request, _retrieve_and_assemble)
+        barrier.wait(timeout=60)
+        _inside(request, _answer)
+
+    threads = [threading.Thread(target=serve, args=(request,)) for request in requests]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+
+@pytest.mark.parametrize("drive", [_interleaved, _threads], ids=["interleaved", "threads"])
+def test_one_trace_too_many_in_flight_degrades_that_trace_alone_and_says_so(spans, caplog, monkeypatch, drive):
+    """257 app traces in flight at once, each with stages but no rag_pipeline: the map keeps 256
+    states. The trace whose state was dropped is marked not measurable; the 256 others are scored
+    right (oldest-first eviction used to make every later lookup evict the next trace, so all 257
+    lost their retrievals)."""
+    from collections import OrderedDict
+
+    from ragtrace._internal import state
+
+    monkeypatch.setattr(state, "_implicit", OrderedDict())
+    monkeypatch.setattr(state, "_evicted", OrderedDict())
+    tracer = spans.provider.get_tracer("app")
+    requests = [tracer.start_span(f"request {i}") for i in range(state._IMPLICIT_CAPACITY + 1)]
+    caplog.set_level(logging.WARNING, logger="ragtrace")
+    drive(requests)
+    for request in requests:
+        request.end()
+
+    generations = {s.context.trace_id: s.attributes for s in spans.by_stage("generate")}
+    assert len(generations) == len(requests)
+    evicted = [a for a in generations.values() if a.get(names.RAG_METRICS_STATUS) == state.STATUS_STATE_EVICTED]
+    kept = [a for a in generations.values() if a not in evicted]
+    assert len(evicted) == 1 and len(kept) == state._IMPLICIT_CAPACITY
+    if drive is _interleaved:  # the least recently used trace is the one dropped
+        assert generations[requests[0].get_span_context().trace_id] is evicted[0]
+    (marked,) = evicted
+    assert marked[names.RAG_CITATION_STATUS] == state.STATUS_STATE_EVICTED
+    assert not any(k.startswith("rag.metrics.") and k != names.RAG_METRICS_STATUS for k in marked)
+    assert names.RAG_CITATION_INVALID_COUNT not in marked  # never a silent "1 invalid citation"
+    for attributes in kept:
+        assert attributes[names.metric_attribute(names.METRIC_RETRIEVED)] == 2
+        assert attributes[names.metric_attribute(names.METRIC_RECALL_PROXY)] == 0.5
+        assert attributes[names.RAG_CITATION_INVALID_COUNT] == 0
+        assert names.RAG_METRICS_STATUS not in attributes
+    evictions = [r for r in ragtrace_warnings(caplog) if "evicted" in r.getMessage()]
+    assert len(evictions) == 1 and str(state._IMPLICIT_CAPACITY) in evictions[0].getMessage()
+    assert state.implicit_count() == state._IMPLICIT_CAPACITY

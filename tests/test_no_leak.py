@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.exporter.otlp.proto.common._internal.trace_encoder import encode_spans as encode_protobuf
@@ -690,3 +691,84 @@ def test_positive_control_every_kind_of_marker_is_found_in_full_mode():
             assert outcome.metrics == full.metrics and full.metrics["cited"] == 1
     finally:
         harness.close()
+
+
+# --- issue 16 item 9: nothing that was content outlives its pipeline ------------------------------
+def _holders_of(marker: str) -> list[str]:
+    """Every object the garbage collector tracks that still refers to a string holding ``marker``
+    (a cache's dict or list, a tuple of template parts...), by type. Strings aren't tracked
+    themselves, so their holders are what is found."""
+    import gc
+
+    gc.collect()
+    found = []
+    for holder in gc.get_objects():
+        for referent in gc.get_referents(holder):
+            if type(referent) is str and marker in referent and referent is not marker:
+                found.append(type(holder).__qualname__)
+                break
+    return found
+
+
+def _chat_template(marker: str, docs: list[dict[str, str]], ctx: Any) -> tuple[Any, str]:
+    """Recorded placements rendered into a chat template whose messages carry the marker."""
+    for doc in docs:
+        ctx.add(doc)
+    template = [
+        {"role": "system", "content": f"You answer for {marker}. Cite [n].\n\n{{context}}"},
+        {"role": "user", "content": f"{marker} asks: {{question}}"},
+    ]
+    return ctx.render(template, question=f"what does {marker} say?"), f"{marker} says so [1]."
+
+
+def _declared_rewrapped(marker: str, docs: list[dict[str, str]], ctx: Any) -> tuple[Any, str]:
+    """Declared fragments the prompt shows re-wrapped: found by a whitespace-free search built
+    from the chunk's words."""
+    for label, doc in enumerate(docs, 1):
+        ctx.place(doc, doc["content"].replace(" ", "\n", 1), label=str(label))
+    prompt = "Sources:\n" + "\n".join(f"[{i}] " + d["content"].replace(" ", "   ") for i, d in enumerate(docs, 1))
+    ctx.set_prompt(prompt)
+    return prompt, f"{marker} says so [1]."
+
+
+def _located_behind_repeats(marker: str, docs: list[dict[str, str]], ctx: Any) -> tuple[Any, str]:
+    """A located chunk whose text the prompt repeats unlabelled more often than the first
+    occurrences searched: the labelled one is found by a search built from its text."""
+    repeats = " ".join([docs[0]["content"]] * 80)
+    prompt = f"Notes: {repeats}\nSources:\n" + "\n".join(f"[{i}] {d['content']}" for i, d in enumerate(docs, 1))
+    ctx.observe(docs, prompt)
+    return prompt, f"{marker} says so [1]."
+
+
+def _repeated_citation(marker: str, docs: list[dict[str, str]], ctx: Any) -> tuple[Any, str]:
+    """An answer repeating one citation token many times, with a later copy before a "(": its
+    copies are masked by a substitution built from the token, which is a piece of the answer."""
+    prompt, _ = _chat_template(marker, docs, ctx)
+    token = f"[{marker}]"
+    return prompt, "See [1] " + " ".join([token] * 40) + f" {token}(x)"
+
+
+def _a_redacted_pipeline(marker: str, spans: Any, build: Callable[..., tuple[Any, str]]) -> None:
+    """Every text of the pipeline carries ``marker``; the figures show the stages really ran."""
+    config.configure(tracer_provider=spans.provider, capture_content="redact")
+    docs = [{"id": f"d{i}", "content": f"chunk {i} says {marker} about refunds"} for i in range(3)]
+    with ragtrace.rag_pipeline("cache", query=f"what does {marker} say?") as run:
+        with ragtrace.retrieve(f"what does {marker} say?") as r:
+            r.record(docs)
+        with ragtrace.assemble() as ctx:
+            prompt, answer = build(marker, docs, ctx)
+        with ragtrace.generate(model="m", prompt=prompt) as g:
+            g.record(answer)
+    assert run.metrics["in_context"] == 3 and run.metrics["cited"] == 1, run.metrics
+
+
+@pytest.mark.parametrize("build", [_chat_template, _declared_rewrapped, _located_behind_repeats, _repeated_citation])
+def test_no_cache_holds_a_pipelines_text_once_it_is_over(spans, build):
+    """Issue 16 item 9: no module-level cache (ragtrace's or ``re``'s) keeps what was content."""
+    marker = "mk" + uuid.uuid4().hex
+    _a_redacted_pipeline(marker, spans, build)
+    assert _holders_of(marker) == []
+    # positive control: the search finds text that something still holds
+    kept = [f"held {marker}"]
+    assert _holders_of(marker) == ["list"]
+    del kept

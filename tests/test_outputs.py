@@ -189,3 +189,37 @@ def test_a_one_shot_iterator_given_to_record_is_never_consumed(spans):
     run = _answer(pieces)
     assert list(pieces) == ["Five ", "days [1]."]  # still whole for the app
     assert "answer_unreadable" in run.status
+
+
+def test_reading_outputs_imports_no_framework_the_app_did_not_import():
+    """Shapes are recognised without importing LangChain, LlamaIndex, OpenAI or Anthropic (all
+    installed here): an app that never imported them doesn't get them loaded by ragtrace."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(
+        """
+        import sys
+        from opentelemetry.sdk.trace import TracerProvider
+        import ragtrace
+
+        class Unknown:
+            pass
+
+        ragtrace.configure(tracer_provider=TracerProvider(), hash_key="k")
+        for output in ("Five days [1].", {"content": [{"type": "text", "text": "[1]"}]}, Unknown()):
+            with ragtrace.rag_pipeline("p") as run:
+                with ragtrace.retrieve("q") as r:
+                    r.record([{"id": "d1", "content": "Refunds take five days."}])
+                with ragtrace.assemble() as ctx:
+                    ctx.add({"id": "d1", "content": "Refunds take five days."})
+                    ctx.render()
+                with ragtrace.generate(model="m", prompt=[{"role": "user", "content": "q"}]) as g:
+                    g.record(output)
+        print(sorted(m for m in ("langchain_core", "langchain", "llama_index", "openai", "anthropic") if m in sys.modules))
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "[]"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 import threading
 
@@ -309,6 +310,39 @@ def test_stages_outside_a_pipeline_share_the_trace(spans):
     assert generate.attributes["rag.metrics.retrieved"] == 2
     assert generate.attributes["rag.metrics.recall_proxy"] == 0.5
     assert generate.attributes["rag.metrics.context_precision"] == 0.5
+
+
+def test_stages_outside_any_span_are_traces_of_their_own_and_the_answer_says_why(spans, caplog):
+    """Issue 16 item 15: with no pipeline and no span of the app's, each stage is a trace of its
+    own; the answer's "[1]" used to count as 1 invalid citation with no hint why."""
+    caplog.set_level(logging.WARNING, logger="ragtrace")
+    for _ in range(2):  # two requests: the hint is logged once per process
+        with ragtrace.retrieve("q") as r:
+            r.record(DOCS[:2])
+        with ragtrace.assemble() as ctx:
+            ctx.add(DOCS[0])
+            ctx.render(question="q")
+        with ragtrace.generate(model="m") as g:
+            g.record("See [1].")
+    with ragtrace.rag_pipeline("control"):  # the same stages inside a pipeline are scored
+        with ragtrace.retrieve("q") as r:
+            r.record(DOCS[:2])
+        with ragtrace.assemble() as ctx:
+            ctx.add(DOCS[0])
+        with ragtrace.generate(model="m") as g:
+            g.record("See [1].")
+    *outside, inside = spans.by_stage("generate")
+    assert len({s.context.trace_id for s in spans.all()}) == 7  # 6 stages alone, 1 pipeline
+    for span in outside:
+        attributes = span.attributes
+        assert attributes[names.RAG_CITATION_STATUS] == "outside_pipeline"
+        assert names.RAG_CITATION_INVALID_COUNT not in attributes
+        assert attributes[names.RAG_METRICS_STATUS].split(",")[-1] == "outside_pipeline"
+        assert span.status.status_code is StatusCode.UNSET  # the app's call did not fail
+    assert inside.attributes[names.RAG_CITATION_INVALID_COUNT] == 0
+    assert names.RAG_CITATION_STATUS not in inside.attributes
+    hints = [r.getMessage() for r in caplog.records if r.name == "ragtrace" and "outside any rag_pipeline" in r.getMessage()]
+    assert len(hints) == 1 and "rag_pipeline(" in hints[0] and "context=ctx" in hints[0]
 
 
 def test_non_answer_generations_are_left_out(spans):

@@ -58,6 +58,9 @@ PLACEHOLDER_SLOTS = [
 ]
 
 
+MESSAGE_ROLE = re.compile(r"llm\.(input|output)_messages\.\d+\." + re.escape(names.OI_MESSAGE_ROLE))
+
+
 def is_placeholder(span: ReadableSpan, key: str) -> bool:
     """A content slot Phoenix shows, carrying only the fixed redaction placeholder."""
     return span.attributes[key] == names.REDACTED and any(p.fullmatch(key) for p in PLACEHOLDER_SLOTS)
@@ -228,6 +231,11 @@ def test_redaction_removes_content_keys_and_nothing_else(spans, mode):
     assert set(full) == set(redacted)
     for name, span in full.items():
         kept = {k for k in redacted[name].attributes if not is_placeholder(redacted[name], k)} - HASH_ONLY
+        # full mode's gen_ai.*.messages are content; Phoenix derives the OpenInference messages from
+        # them. Without them (redact, hash) the OpenInference messages carry the roles and placeholders
+        stand_ins = {k for k in kept if MESSAGE_ROLE.fullmatch(k)}
+        assert bool(stand_ins) == any(k in span.attributes for k in (names.GEN_AI_INPUT_MESSAGES, names.GEN_AI_OUTPUT_MESSAGES)), name
+        kept -= stand_ins
         assert kept == {k for k in span.attributes if not is_content_key(k)}, name
         # per-run values (span ids, the query hash, the mode) differ between the two runs by nature
         per_run = {names.RAG_CONTENT_MODE, names.RAG_QUERY_HASH, names.RAG_CITATION_INVALID_LABELS, names.RAG_GENERATION_CONTEXT_SPAN_ID}
@@ -662,8 +670,9 @@ def test_redaction_page_lists_every_attribute_with_its_modes():
 
 
 def test_a_redactor_sees_each_prompt_message_once_and_every_attribute_shows_its_result(spans):
-    """The prompt's texts go through a custom redactor once, shared by gen_ai.input.messages,
-    the OpenInference per-message contents and input.value; a message without a role is a user's."""
+    """The prompt's texts go through a custom redactor once, for gen_ai.input.messages (from which
+    Phoenix derives its per-message keys); a message without a role is a user's. The answer's
+    shows in gen_ai.output.messages and output.value."""
     seen: list[str] = []
 
     def upper(text: str) -> str:
@@ -676,11 +685,11 @@ def test_a_redactor_sees_each_prompt_message_once_and_every_attribute_shows_its_
         g.record("lexical ranking")
     attrs = spans.one("generate").attributes
     assert sorted(seen) == ["be brief", "lexical ranking", "what is bm25?"]
-    assert json.loads(attrs[names.OI_INPUT_VALUE]) == [{"role": "system", "content": "BE BRIEF"}, {"role": "user", "content": "WHAT IS BM25?"}]
-    assert [m["parts"][0]["content"] for m in json.loads(attrs[names.GEN_AI_INPUT_MESSAGES])] == ["BE BRIEF", "WHAT IS BM25?"]
-    assert attrs[names.indexed(names.OI_LLM_INPUT_MESSAGES, 1, names.OI_MESSAGE_CONTENT)] == "WHAT IS BM25?"
+    assert [(m["role"], m["parts"][0]["content"]) for m in json.loads(attrs[names.GEN_AI_INPUT_MESSAGES])] == [("system", "BE BRIEF"), ("user", "WHAT IS BM25?")]
     assert attrs[names.OI_OUTPUT_VALUE] == "LEXICAL RANKING"
-    assert attrs[names.indexed(names.OI_LLM_OUTPUT_MESSAGES, 0, names.OI_MESSAGE_CONTENT)] == "LEXICAL RANKING"
+    assert json.loads(attrs[names.GEN_AI_OUTPUT_MESSAGES])[0]["parts"][0]["content"] == "LEXICAL RANKING"
+    # written once: no second copy of the prompt or the answer
+    assert names.OI_INPUT_VALUE not in attrs and not [k for k in attrs if k.startswith(("llm.input_messages.", "llm.output_messages."))]
 
 
 @pytest.mark.parametrize("mode", ["redact", "hash"])
@@ -691,13 +700,15 @@ def test_redacted_slots_phoenix_shows_carry_the_placeholder(spans, mode):
     with ragtrace.rag_pipeline("p", query="SECRET q"):
         with ragtrace.retrieve("SECRET q") as r:
             r.record(docs)
-        with ragtrace.rerank(model="m") as rr:
-            rr.record(docs)
+        with ragtrace.rerank(model="m") as rr:  # d2 was never retrieved
+            rr.record([*docs, {"id": "d2", "score": 0.5, "content": "SECRET other"}])
         with ragtrace.generate(model="m", prompt=[{"role": "system", "content": "SECRET sys"}, {"role": "user", "content": "SECRET q"}]) as g:
             g.record("SECRET answer [1]")
     retrieve, rerank, generate = (spans.one(s).attributes for s in ("retrieve", "rerank", "generate"))
     assert retrieve["retrieval.documents.0.document.content"] == names.REDACTED
-    assert rerank["reranker.output_documents.0.document.content"] == names.REDACTED
+    # the retrieve span already shows d1's placeholder; the reranker's own chunk carries one
+    assert "reranker.output_documents.0.document.content" not in rerank
+    assert rerank["reranker.output_documents.1.document.content"] == names.REDACTED
     assert generate["llm.input_messages.0.message.content"] == generate["llm.input_messages.1.message.content"] == names.REDACTED
     assert generate["llm.output_messages.0.message.content"] == names.REDACTED
     assert all("SECRET" not in exported_text(s) for s in spans.all())

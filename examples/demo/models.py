@@ -243,7 +243,8 @@ class SmolLM:
     (``listening_address``); this class only uses the in-process ``handle_chat_completions`` calls.
     """
 
-    model_name = "SmolLM2-135M-Instruct.Q4_1.gguf"
+    # the name llama.cpp answers with (its alias), so responses carry a model name, not the file's path
+    model_name = "SmolLM2-135M-Instruct-Q4_1"
 
     def __init__(
         self, gguf_path: str | Path | None = None, n_ctx: int = 2048, n_threads: int = 1, verbosity: int = 0
@@ -252,6 +253,7 @@ class SmolLM:
 
         p = xlc.CommonParams()
         p.model.path = str(gguf_path if gguf_path is not None else smollm2_gguf_path())
+        p.model_alias = {self.model_name}
         p.n_ctx = n_ctx
         p.cpuparams.n_threads = n_threads
         p.cpuparams_batch.n_threads = n_threads  # prompt processing; default -1 = same as cpuparams

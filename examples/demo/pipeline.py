@@ -109,10 +109,10 @@ def generate(messages: Sequence[Message], max_tokens: int = MAX_TOKENS, temperat
     return setup().llm.generate(messages, max_tokens=max_tokens, temperature=temperature, cache_prompt=False)
 
 
-def answer(question: str) -> tuple[str, ragtrace.RagPipeline]:
+def answer(question: str, session_id: str | None = None) -> tuple[str, ragtrace.RagPipeline]:
     """Answer one question; returns the answer text and the pipeline run (``run.metrics``)."""
     setup()
-    with ragtrace.rag_pipeline("ragtrace-docs-qa", query=question, version="1") as run:
+    with ragtrace.rag_pipeline("ragtrace-docs-qa", query=question, version="1", session_id=session_id) as run:
         vector = embed([question])[0]
         hits = search(question, vector)
         top = rerank(question, hits)

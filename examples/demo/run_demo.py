@@ -5,8 +5,10 @@ ends with the `ragtrace report` summary of that file.
 
     python examples/demo/run_demo.py [--out out/demo-traces.jsonl] [--phoenix http://127.0.0.1:6006]
 
-With --phoenix the spans also go over OTLP/HTTP to a Phoenix server you started yourself
-(`pip install arize-phoenix && phoenix serve`), project "ragtrace-demo".
+With --phoenix (`make demo PHOENIX=URL`) the spans also go to a Phoenix server you started yourself
+(`pip install arize-phoenix && phoenix serve`), project "ragtrace-demo", through ragtrace's
+PhoenixExporter: the figures show as annotations, each retrieved document says whether it was
+placed and cited, and the questions of one run form one session.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import pipeline
 import ragtrace
 from ragtrace.exporters import ConsoleTreeExporter, JsonLinesExporter
 
+PROJECT = "ragtrace-demo"
 QUESTIONS = [
     "What is the cited-chunk recall proxy?",
     "What leaves the process in redaction mode?",
@@ -39,14 +42,14 @@ QUESTIONS = [
 
 
 def tracer_provider(out: Path, phoenix: str | None) -> TracerProvider:
-    resource = Resource.create({"service.name": "ragtrace-demo", "openinference.project.name": "ragtrace-demo"})
+    resource = Resource.create({"service.name": "ragtrace-demo", "openinference.project.name": PROJECT})
     provider = TracerProvider(resource=resource)
     provider.add_span_processor(SimpleSpanProcessor(ConsoleTreeExporter()))
     provider.add_span_processor(BatchSpanProcessor(JsonLinesExporter(out)))
     if phoenix:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from ragtrace.exporters import PhoenixExporter
 
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=phoenix.rstrip("/") + "/v1/traces")))
+        provider.add_span_processor(BatchSpanProcessor(PhoenixExporter(phoenix, project=PROJECT)))
     return provider
 
 
@@ -63,12 +66,13 @@ def main(argv: list[str] | None = None) -> int:
     ragtrace.configure(tracer_provider=provider)
 
     started = time.perf_counter()
+    session = f"demo-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"  # one run's questions: one session
     pipeline.setup()
     print(f"models loaded and corpus embedded in {time.perf_counter() - started:.1f} s\n")
     for question in QUESTIONS[: args.questions]:
         began = time.perf_counter()
         print(f"Q: {question}")
-        text, run = pipeline.answer(question)  # the span tree prints as the pipeline ends
+        text, run = pipeline.answer(question, session_id=session)  # the span tree prints as the pipeline ends
         print(f"A: {text.strip()}")
         recall = run.metrics.get("recall_proxy")
         shown = f"{recall:.2f}" if isinstance(recall, float) else f"not measurable ({run.status})"

@@ -2,8 +2,9 @@
 
 A citation is flagged invalid only when ragtrace knows what the model was shown. So an answer is
 left unscored, with the reason, when its output could not be read, when the user's citation
-pattern raised, or when a *located* context has gaps (a chunk the search could not find) and the
-answer cites something that does not resolve: it may well be the chunk the search missed.
+pattern raised, or when a *located* context has gaps (a chunk the search could not find, or found
+under no label it could read) and the answer cites something that does not resolve: it may well be
+the chunk the search missed.
 Invalid citations are split in two: ``out_of_context`` names a retrieved chunk the model was not
 shown (by its id, or by a declared label whose text never reached the prompt), ``unknown`` names
 nothing retrieved. The two have different fixes (the context budget vs. the model).
@@ -78,11 +79,21 @@ def score(
             failure.args[0],
         )
         return Scored(figures.Answer(placements, unmeasured=figures.STATUS_CITATION_PATTERN_FAILED), None)
-    if citations.invalid_labels and context is not None and any(d.reason in _GAPS for d in context.dropped):
+    if citations.invalid_labels and context is not None and unresolvable(context):
         return Scored(figures.Answer(placements, citations.cited_ids, unmeasured=figures.STATUS_CITATIONS_UNRESOLVED), citations)
     outside = _outside_keys(context, retrieved) if citations.invalid_labels else {}
     out_of_context = sum(1 for label in citations.invalid_labels if _fold(label) in outside)
     return Scored(figures.Answer(placements, citations.cited_ids, citations.invalid_count, out_of_context), citations)
+
+
+def unresolvable(context: ContextRecord, *, misses_are_gaps: bool = True) -> bool:
+    """Whether a citation that resolves to nothing may still name a chunk the model was shown: a
+    located context with a chunk the search could not find, or one found under no label it could
+    read (``(one) ...``). Recorded and declared contexts know every label. ``misses_are_gaps``
+    is False for inferred contexts, where every retrieved chunk is searched for and most misses
+    are chunks the app left out."""
+    gaps = misses_are_gaps and any(d.reason in _GAPS for d in context.dropped)
+    return gaps or (context.method == names.INCLUSION_LOCATED and any(not p.label for p in context.placements))
 
 
 def _outside_keys(context: ContextRecord | None, retrieved: Set[str]) -> set[str]:

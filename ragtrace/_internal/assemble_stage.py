@@ -10,7 +10,7 @@ from typing import Any, Union
 from . import names, otel_metrics, state as state_module
 from .assembly import DEFAULT_CHUNK_FORMAT, ContextBuilder, ContextRecord, Drop, Labeller, Prompt, default_template, fill, fill_prompt
 from .locate import locate
-from .chunks import Accessors, Chunk, NO_ACCESSORS, normalize, to_chunk
+from .chunks import Accessors, Chunk, NO_ACCESSORS, normalize, placeable, to_chunk
 from .declared import Declared, leading_label, resolve
 from .guard import call_guarded, guard, warn_once
 from .messages import as_prompt
@@ -74,7 +74,7 @@ class Assemble(Stage):
         return bool(landed) and all(landed)
 
     def _add(self, chunk: Any) -> bool:
-        chunk = self._canonical(chunk)
+        chunk = self._canonical(chunk, rendered=True)
         return self.builder.add(chunk) if chunk is not None else False
 
     # -- declared placements: the app renders, ragtrace records -----------------------------------
@@ -134,9 +134,11 @@ class Assemble(Stage):
             if found is not None:
                 self.builder.drop(found, reason)
 
-    def _canonical(self, item: Any) -> Chunk | None:
-
-        chunk = to_chunk(item, 0, self.builder.accessors)
+    def _canonical(self, item: Any, *, rendered: bool = False) -> Chunk | None:
+        """``item`` as a chunk under the id it was retrieved under; None (counted) if unplaceable.
+        ``rendered``: ragtrace renders its text (``add``), so a content_of that raised rules it out."""
+        failed: list[str] = []
+        chunk = placeable(to_chunk(item, 0, self.builder.accessors, failed), failed, rendered=rendered)
         if chunk is None:
             self.builder.unreadable += 1
             return None

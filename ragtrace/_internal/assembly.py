@@ -9,14 +9,13 @@ Pure: no spans, no globals.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
 from . import names
-from .chunks import Accessors, Chunk, NO_ACCESSORS, to_chunk
+from .chunks import Accessors, Chunk, NO_ACCESSORS, placeable, to_chunk
 from .tokens import DEFAULT_TOKENIZER, Tokenizer
 
 Message = Mapping[str, Any]
@@ -28,7 +27,7 @@ DEFAULT_TEMPLATE = (
     "Answer the question using only the sources below. Cite the sources you use as [n].\n\n"
     "Sources:\n{context}\n\nQuestion: {question}\nAnswer:"
 )
-_VARIABLE = re.compile(r"\{(\w+)\}")
+_PLACEHOLDER = re.compile(r"(\{\w+\})")  # captured whole: ``split`` keeps the braces
 _CONTEXT = "{context}"
 
 
@@ -84,30 +83,21 @@ class ContextRecord:
 
 
 def fill(template: str, variables: Mapping[str, Any]) -> str:
-    """``{name}`` placeholders filled from ``variables``; every other brace is left alone."""
-    # templates repeat, message contents don't: only short strings are parsed through the cache
-    parts = _cached_parts(template) if len(template) <= _CACHED_TEMPLATE_CHARS else _template_parts(template)
+    """``{name}`` placeholders filled from ``variables``; every other brace is left alone.
+
+    Parsed afresh each time, in one C-level split: a template or chat message can be content,
+    and a process-wide cache of them would keep it after the pipeline ends (bench_template_fill.py
+    measures the cost against the cache this replaced)."""
+    if "{" not in template:
+        return template
+    parts = _PLACEHOLDER.split(template)  # literal text and ``{name}`` placeholders, alternating
     if len(parts) == 1:
         return template
-    return "".join(
-        part if index % 2 == 0 else str(variables[part[1:-1]]) if part[1:-1] in variables else part
-        for index, part in enumerate(parts)
-    )
-
-
-def _template_parts(template: str) -> tuple[str, ...]:
-    """Literal text and ``{name}`` placeholders, alternating."""
-    parts: list[str] = []
-    last = 0
-    for match in _VARIABLE.finditer(template):
-        parts += [template[last : match.start()], match.group(0)]
-        last = match.end()
-    parts.append(template[last:])
-    return tuple(parts)
-
-
-_CACHED_TEMPLATE_CHARS = 2048
-_cached_parts = functools.lru_cache(maxsize=128)(_template_parts)
+    for index in range(1, len(parts), 2):
+        name = parts[index][1:-1]
+        if name in variables:
+            parts[index] = str(variables[name])
+    return "".join(parts)
 
 
 @dataclass(slots=True)
@@ -115,7 +105,7 @@ class _Entry:
     chunk: Chunk
     label: str
     text: str
-    tokens: int
+    tokens: int | None  # None: not counted yet (the budget could not bind; ``ContextBuilder._counted``)
     truncated: bool
 
 
@@ -195,9 +185,12 @@ class ContextBuilder:
         self._dropped: list[Drop] = []
         self._seen_ids: set[str] = set()
         self._seen_hashes: set[str] = set()
-        self._used_tokens = 0
+        self._used_tokens = 0  # exact, over the counted entries
+        self._uncounted = 0  # entries whose count was put off
+        self._uncounted_bound = 0  # an upper bound on their tokens
+        self._at_most = getattr(tokenizer, "at_most", None)  # the built-in tokenizers' free upper bound
         self._prompt: Prompt | None = None
-        self._placements: list[Placement] | None = None
+        self._layout: tuple[int, int | None, list[tuple[int, int]]] | None = None  # the last render's
         self.unreadable = 0
 
     # -- placing -------------------------------------------------------------------------------
@@ -210,9 +203,17 @@ class ContextBuilder:
             self._dropped.append(Drop(chunk.id, names.DROP_DUPLICATE))
             return False
         text = chunk.content or ""
-        tokens = self.tokenizer.count(text)
+        tokens: int | None = None
         truncated = False
-        if self.max_tokens is not None and self._used_tokens + tokens > self.max_tokens:
+        bound = self._at_most(text) if self._at_most is not None else None
+        if bound is not None and (self.max_tokens is None or self._used_tokens + self._uncounted_bound + bound <= self.max_tokens):
+            # the budget can't bind: the count waits until someone reads it (tracing off: never)
+            self._uncounted += 1
+            self._uncounted_bound += bound
+        else:
+            self._count_all()
+            tokens = self.tokenizer.count(text)
+        if tokens is not None and self.max_tokens is not None and self._used_tokens + tokens > self.max_tokens:
             room = self.max_tokens - self._used_tokens
             if not self.truncate or room < min(self.min_truncated_tokens, tokens):
                 self._dropped.append(Drop(chunk.id, names.DROP_OVER_BUDGET))
@@ -223,10 +224,21 @@ class ContextBuilder:
         self._seen_ids.add(chunk.id)
         if chunk.content_hash:
             self._seen_hashes.add(chunk.content_hash)
-        self._used_tokens += tokens
+        if tokens is not None:
+            self._used_tokens += tokens
         label = self._label(chunk, len(self._entries) + 1)
         self._entries.append(_Entry(chunk, label, text, tokens, truncated))
         return True
+
+    def _count_all(self) -> None:
+        """Count the entries whose count was put off, once the budget could bind (or a reader asks)."""
+        if not self._uncounted:
+            return
+        for entry in self._entries:
+            if entry.tokens is None:
+                entry.tokens = self.tokenizer.count(entry.text)
+                self._used_tokens += entry.tokens
+        self._uncounted = self._uncounted_bound = 0
 
     def drop(self, item: Any, reason: str = names.DROP_FILTERED) -> None:
         """Record that the caller chose not to include a chunk, and why."""
@@ -235,7 +247,8 @@ class ContextBuilder:
             self._dropped.append(Drop(chunk.id, str(reason) or names.DROP_FILTERED))
 
     def _chunk(self, item: Any) -> Chunk | None:
-        chunk = to_chunk(item, len(self._entries) + 1, self.accessors)
+        failed: list[str] = []
+        chunk = placeable(to_chunk(item, len(self._entries) + 1, self.accessors, failed), failed)
         if chunk is None:
             self.unreadable += 1
         return chunk
@@ -275,21 +288,29 @@ class ContextBuilder:
         """
         block, spans = self.context_block()
         self._prompt, base, message_index = fill_prompt(template, block, variables)
-        self._placements = [
+        self._layout = (base, message_index, spans)
+        return self._prompt
+
+    def _placements(self) -> list[Placement]:
+        """Where the last render put each chunk (built when read: tracing off never reads them)."""
+        if self._layout is None:
+            return []
+        self._count_all()
+        base, message_index, spans = self._layout
+        return [
             Placement(
                 chunk_id=entry.chunk.id,
                 position=position,
                 label=entry.label,
                 start=base + start,
                 end=base + end,
-                tokens=entry.tokens,
+                tokens=entry.tokens,  # type: ignore[arg-type]  # counted by _count_all
                 truncated=entry.truncated,
                 message_index=message_index,
                 content_hash=entry.chunk.content_hash,
             )
             for position, (entry, (start, end)) in enumerate(zip(self._entries, spans), start=1)
         ]
-        return self._prompt
 
     @property
     def prompt(self) -> Prompt:
@@ -307,7 +328,7 @@ class ContextBuilder:
         """
         if self._prompt is None:
             self.render()
-        placements = list(self._placements or ())
+        placements = self._placements()
         rendered = len(placements)
         late = [Drop(entry.chunk.id, names.DROP_NOT_RENDERED) for entry in self._entries[rendered:]]
         return ContextRecord(

@@ -26,6 +26,9 @@ _SCORE_KEYS = ("score", "relevance_score", "similarity", "_score")
 _DISTANCE_KEYS = ("distance", "_distance")
 _METADATA_KEYS = ("metadata", "meta", "extra_info")
 _TOKEN_KEYS = ("tokens", "token_count", "n_tokens")
+# The id of a retrieved item whose id_of raised and that has no readable text: it can't be matched
+# to a citation or a placement, but it was retrieved, so it counts in R.
+STAND_IN = "ragtrace.unreadable:"
 
 
 @dataclass(slots=True)
@@ -74,6 +77,14 @@ def make_accessors(id_of: IdOf | None = None, content_of: ContentOf | None = Non
     return Accessors(id_of, content_of, score_of)
 
 
+def placeable(chunk: Chunk | None, failed: list[str], *, rendered: bool = True) -> Chunk | None:
+    """``chunk`` if it can be placed in a prompt: not when its id could not be read (a stand-in id
+    matches nothing), nor, when ragtrace renders it, when its content_of raised (nothing to show)."""
+    if chunk is None or chunk.id.startswith(STAND_IN) or (rendered and "content_of" in failed):
+        return None
+    return chunk
+
+
 def content_hash(text: str) -> str:
     """Short keyed digest of chunk text: the id of id-less chunks and the duplicate key (``keyed``)."""
     return content_digest(text)
@@ -90,12 +101,16 @@ def normalize(items: Any, accessors: Accessors = NO_ACCESSORS, *, start_rank: in
     source = items if type(items) is list or type(items) is tuple else _until_failure(items, failures)
     chunks: list[Chunk] = []
     unreadable = 0
+    failed: list[str] = []
     for item in source:
-        chunk = to_chunk(item, start_rank + len(chunks), accessors)
+        before = len(failed)
+        chunk = to_chunk(item, start_rank + len(chunks), accessors, failed)
         if chunk is None:
             unreadable += 1
         else:
             chunks.append(chunk)
+            if len(failed) > before:  # kept (it counts in R) but not fully read
+                unreadable += 1
     return Normalized(chunks, unreadable + len(failures))
 
 
@@ -114,8 +129,15 @@ def _until_failure(items: Iterable[Any], failures: list[BaseException]) -> Itera
         yield item
 
 
-def to_chunk(item: Any, rank: int, accessors: Accessors = NO_ACCESSORS) -> Chunk | None:
-    """One result -> a ``Chunk``, or ``None`` when it has neither an id nor text."""
+def to_chunk(item: Any, rank: int, accessors: Accessors = NO_ACCESSORS, failed: list[str] | None = None) -> Chunk | None:
+    """One result -> a ``Chunk``, or ``None`` when it has neither an id nor text.
+
+    A user callback that raises leaves only its own field unknown, and its role is appended to
+    ``failed``: the item is still a retrieved item and counts in the figures' denominators. When
+    ``id_of`` raised, the id is the content digest (what id-less chunks get, so the same item
+    placed later still matches) or, with no text either, a positional stand-in
+    (``STAND_IN`` + rank; the retrieve stage makes it unique per retrieval).
+    """
     if isinstance(item, Chunk):
         return item
     score: Any = None
@@ -143,15 +165,22 @@ def to_chunk(item: Any, rank: int, accessors: Accessors = NO_ACCESSORS) -> Chunk
     if raw_id is None and metadata is not None:
         raw_id = _field(metadata, _ID_KEYS)
 
-    if raw_id is _FAILED or raw_content is _FAILED or score is _FAILED:
-        return None  # the user's callback failed on this item: it is unreadable, the others are not
+    id_failed = raw_id is _FAILED
+    if id_failed or raw_content is _FAILED or score is _FAILED:
+        if failed is not None:
+            failed.extend(role for role, value in (("id_of", raw_id), ("content_of", raw_content), ("score_of", score)) if value is _FAILED)
+        raw_id, raw_content = (None if id_failed else raw_id), (None if raw_content is _FAILED else raw_content)
+        score = None if score is _FAILED else score
     text = _text(raw_content)
     digest = content_hash(text) if text is not None else None
     chunk_id = _text(raw_id)
     if not chunk_id:
-        if digest is None:
+        if digest is not None:
+            chunk_id = digest
+        elif id_failed:
+            chunk_id = f"{STAND_IN}{rank}"
+        else:
             return None
-        chunk_id = digest
     tokens = _field(item, _TOKEN_KEYS)
     return Chunk(
         id=chunk_id,
@@ -176,7 +205,7 @@ def _users(callback: Callable[[Any], Any], role: str, item: Any) -> Any:
         name = getattr(callback, "__qualname__", type(callback).__qualname__)
         warn_once(
             f"callback:{role}:{id(callback)}",
-            "your %s callback %s raised %s on a %s item; that item is counted unreadable (further errors from it are not logged)",
+            "your %s callback %s raised %s on a %s item; that item is counted unreadable, and still counts as retrieved (further errors from it are not logged)",
             role,
             name,
             type(error).__name__,

@@ -92,7 +92,8 @@ def configure(
 ) -> trace.TracerProvider | None:
     """Configure ragtrace. Optional: without it ragtrace uses the app's global providers.
 
-    ``exporter`` is ``"console"``, ``"otlp"``, ``"jsonl:PATH"`` or a ``SpanExporter``; ragtrace then
+    ``exporter`` is ``"console"``, ``"otlp"``, ``"jsonl:PATH"``, ``"phoenix:URL"`` (spans and
+    annotations to Arize Phoenix, ``ragtrace.exporters.phoenix``) or a ``SpanExporter``; ragtrace then
     creates a TracerProvider for it (``service_name`` names its resource) and installs it globally
     unless the application already has one, in which case it stays private to ragtrace.
     ``tracer_provider=`` uses a provider you built instead (never combined with ``exporter``).
@@ -134,7 +135,9 @@ def configure(
         span_exporter, default_batch = _exporter(exporter)
         use_batch = default_batch if batch is None else batch
         processor = BatchSpanProcessor(span_exporter) if use_batch else SimpleSpanProcessor(span_exporter)
-        provider = _own_provider(Resource.create({SERVICE_NAME: service_name} if service_name else {}), processor)
+        # an exporter may name resource attributes its backend routes by (Phoenix: the project)
+        resource = {**getattr(span_exporter, "resource_attributes", {}), **({SERVICE_NAME: service_name} if service_name else {})}
+        provider = _own_provider(Resource.create(resource), processor)
     else:
         _retire_own()
 
@@ -196,7 +199,7 @@ def _exporter(exporter: str | SpanExporter) -> tuple[SpanExporter, bool]:
     if isinstance(exporter, SpanExporter):
         return exporter, True
     if not isinstance(exporter, str):
-        raise TypeError(f"exporter must be 'console', 'otlp', 'jsonl:PATH' or a SpanExporter, got {type(exporter).__name__}")
+        raise TypeError(f"exporter must be 'console', 'otlp', 'jsonl:PATH', 'phoenix:URL' or a SpanExporter, got {type(exporter).__name__}")
     if exporter == "console":
         from ..exporters.console import ConsoleTreeExporter
 
@@ -214,7 +217,12 @@ def _exporter(exporter: str | SpanExporter) -> tuple[SpanExporter, bool]:
         from ..exporters.jsonl import JsonLinesExporter
 
         return JsonLinesExporter(path), True
-    raise ValueError(f"unknown exporter {exporter!r}: use 'console', 'otlp', 'jsonl:PATH' or a SpanExporter")
+    if exporter.startswith("phoenix:"):
+        url = exporter[len("phoenix:") :] or os.environ.get("PHOENIX_COLLECTOR_ENDPOINT") or "http://127.0.0.1:6006"
+        from ..exporters.phoenix import PhoenixExporter
+
+        return PhoenixExporter(url), True
+    raise ValueError(f"unknown exporter {exporter!r}: use 'console', 'otlp', 'jsonl:PATH', 'phoenix:URL' or a SpanExporter")
 
 
 # --- ragtrace's own provider (configure(exporter=...)) -------------------------------------------

@@ -8,9 +8,9 @@ a reformatted chunk is still exact. The record says ``inclusion_method = "declar
 
 Finding fragments, in the order tried for each one: the text as declared; the text JSON-escaped
 (a prompt serialised whole, e.g. a JSON request body); the text with whitespace runs collapsed
-(a template that re-wraps); the longest prefix of at least ``MIN_PREFIX_CHARS`` (a prompt cut to
-fit a window: the placement is marked truncated). Of all the ways to find the fragments in order,
-the one that finds the most is kept, then the one with the most fragments at a line start or
+(a template that re-wraps); the longest prefix of at least ``MIN_PREFIX_CHARS`` that stops where
+the text does or at a space or mark (a prompt cut to fit a window: the placement is marked
+truncated). Of all the ways to find the fragments in order, the one that finds the most is kept, then the one with the most fragments at a line start or
 right after their label, then the tightest (the sources sit together; instructions or a question
 that repeat a chunk's words sit elsewhere). A fragment found nowhere is dropped as
 ``not_in_prompt``: the model did not see it.
@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 from . import names
 from .assembly import ContextRecord, Drop, Placement, Prompt
 from .chunks import Chunk
+from .locate import KEYWORD_LABEL, NUMBER_LABEL, XML_LABEL, label_of
 from .messages import as_messages
 from .tokens import Tokenizer
 
@@ -36,7 +37,8 @@ MIN_PREFIX_CHARS = 16
 _MAX_OCCURRENCES = 32  # per fragment: a fragment found more often than this is cut to the first ones
 _LINE_LEAD = " \t-*>"
 # a label the fragment opens with: "[2] ...", "Source 2: ...", "Document #2. ..."
-_LEADING_LABEL = re.compile(r"\s*(?:\[([^\[\]\n]{1,64})\]|(?:source|document|doc|chunk|passage)\s*#?(\w{1,32})\s*[:.)-])", re.I)
+_WORD = re.compile(r"\S+")
+_LEADING_LABEL = re.compile(r"\s*(?:\[([^\[\]\n]{1,64})\]|" + KEYWORD_LABEL + r"\s*[:.)-]|" + XML_LABEL + "|" + NUMBER_LABEL + ")", re.I)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +53,7 @@ class Declared:
 def leading_label(text: str) -> str:
     """The label a rendered fragment opens with (``"[2] ..."`` -> ``"2"``), or ""."""
     match = _LEADING_LABEL.match(text)
-    return (match.group(1) or match.group(2) or "").strip() if match else ""
+    return label_of(match) if match else ""
 
 
 class _Occurrence(NamedTuple):
@@ -95,7 +97,8 @@ def resolve(declared: Sequence[Declared], prompt: Any, tokenizer: Tokenizer) -> 
         texts = [final] if isinstance(final, str) else [m["content"] for m in final]
         bases = _bases(texts)
         whole = "\x00".join(texts)  # NUL between messages: no fragment spans two of them
-        found = _best_chain([_occurrences(whole, d.text, d.label) for d in declared])
+        words = _Words(whole)
+        found = _best_chain([_occurrences(whole, d.text, d.label, words) for d in declared])
     seen: set[str] = set()
     for index, entry in enumerate(declared):
         occurrence = found.get(index) if found is not None else None
@@ -150,7 +153,7 @@ def _bases(texts: Sequence[str]) -> list[int]:
     return bases
 
 
-def _occurrences(whole: str, text: str, label: str) -> list[_Occurrence]:
+def _occurrences(whole: str, text: str, label: str, words: _Words) -> list[_Occurrence]:
     """Where a fragment sits: the first form that is found at all (see the module docstring)."""
     if not text:
         return []
@@ -158,7 +161,7 @@ def _occurrences(whole: str, text: str, label: str) -> list[_Occurrence]:
         starts = _find_all(whole, form)
         if starts:
             return [_Occurrence(s, s + len(form), False, _anchored(whole, s, label)) for s in starts]
-    collapsed = _collapsed(whole, text, label)
+    collapsed = [_Occurrence(start, end, False, _anchored(whole, start, label)) for start, end in words.find_all(text)]
     if collapsed:
         return collapsed
     return _truncated(whole, text, label)
@@ -182,18 +185,48 @@ def _find_all(whole: str, needle: str) -> list[int]:
     return starts
 
 
-def _collapsed(whole: str, text: str, label: str) -> list[_Occurrence]:
-    """The fragment with any whitespace run matching any other (``\\s+`` for each run)."""
-    words = text.split()
-    if not words or len(words) == 1:
-        return []
-    pattern = re.compile(r"\s+".join(map(re.escape, words)))
-    found = []
-    for match in pattern.finditer(whole):
-        found.append(_Occurrence(match.start(), match.end(), False, _anchored(whole, match.start(), label)))
-        if len(found) >= _MAX_OCCURRENCES:
-            break
-    return found
+class _Words:
+    """A prompt with each whitespace run read as one space, to find a fragment whatever the
+    whitespace between its words (a regex ``w1\\s+w2...`` matches the same places). Searched with
+    ``str.find``, never compiled into a pattern: a pattern of the chunk's words would stay in
+    ``re``'s process-wide cache after the pipeline, and takes milliseconds to compile. Built on
+    first use, once per prompt."""
+
+    def __init__(self, whole: str) -> None:
+        self._whole = whole
+        self._built = False
+        self._collapsed = ""
+        self._starts: list[int] = []  # each word's start in the original
+        self._offsets: list[int] = []  # ...and in the collapsed text
+
+    def find_all(self, text: str) -> list[tuple[int, int]]:
+        """(start, end) in the original of each non-overlapping occurrence, at most _MAX_OCCURRENCES."""
+        needle = " ".join(text.split())
+        if needle.count(" ") < 1:  # one word: the exact search already looked
+            return []
+        if not self._built:
+            self._build()
+        found: list[tuple[int, int]] = []
+        start = self._collapsed.find(needle)
+        while start >= 0 and len(found) < _MAX_OCCURRENCES:
+            end = start + len(needle)
+            found.append((self._original(start), self._original(end - 1) + 1))
+            start = self._collapsed.find(needle, end)
+        return found
+
+    def _build(self) -> None:
+        self._built = True
+        self._starts = [match.start() for match in _WORD.finditer(self._whole)]
+        offset = 0
+        for word in self._whole.split():
+            self._offsets.append(offset)
+            offset += len(word) + 1
+        self._collapsed = " ".join(self._whole.split())
+
+    def _original(self, position: int) -> int:
+        """The original index of a non-space character of the collapsed text."""
+        word = bisect.bisect_right(self._offsets, position) - 1
+        return self._starts[word] + position - self._offsets[word]
 
 
 def _truncated(whole: str, text: str, label: str) -> list[_Occurrence]:
@@ -208,7 +241,13 @@ def _truncated(whole: str, text: str, label: str) -> list[_Occurrence]:
     prefix = text[:best].rstrip()
     if len(prefix) < MIN_PREFIX_CHARS:
         return []
-    return [_Occurrence(s, s + len(prefix), True, _anchored(whole, s, label)) for s in _find_all(whole, prefix)]
+    # A cut text stops where the prompt (or its message) does, or at a space or mark: a prefix that
+    # runs on into other letters or digits is another text that opens the same way.
+    return [
+        _Occurrence(s, s + len(prefix), True, _anchored(whole, s, label))
+        for s in _find_all(whole, prefix)
+        if s + len(prefix) == len(whole) or not whole[s + len(prefix)].isalnum()
+    ]
 
 
 def _anchored(whole: str, start: int, label: str) -> bool:

@@ -8,6 +8,7 @@ configured and no pipeline active, the wrapper calls straight through.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import AsyncGenerator, Callable, Generator, Mapping, Sequence
 from typing import Any, TypeVar
@@ -23,6 +24,7 @@ from .answer import checked_pattern
 from .passthrough import record_as_consumed
 from .assemble_stage import Assemble
 from .generation import Generate
+from .invocation import parameter_reader
 from .retrieval import Embed, Rerank, Retrieve
 from .stage import Stage
 
@@ -47,6 +49,8 @@ def _decorate(func: Any, make: MakeStage, on_result: OnResult, provider: trace.T
         run = _run_async
     else:
         run = None  # sync: run inline below, so a traced recursive call costs one frame less
+        if _unbound_function(func):
+            return _plain_sync(func, make, on_result, provider, results_stream)
 
     @wrapt.decorator
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -68,6 +72,41 @@ def _decorate(func: Any, make: MakeStage, on_result: OnResult, provider: trace.T
         return _returned(stage, on_result, args, kwargs, result, results_stream)
 
     return wrapper(func)
+
+
+def _unbound_function(func: Any) -> bool:
+    """A Python function not defined in a class body, so never bound to an instance: it needs no
+    wrapt proxy to separate ``self``, and a plain wrapper saves wrapt's C call, which CPython 3.11
+    counts as one more recursion level per traced call (issue 16 item 5)."""
+    if not inspect.isfunction(func):
+        return False
+    scope = func.__qualname__.rpartition(".")[0]
+    return not scope or scope.endswith("<locals>")
+
+
+def _plain_sync(func: Callable[..., Any], make: MakeStage, on_result: OnResult, provider: trace.TracerProvider | None, results_stream: bool) -> Any:
+    """The sync wrapper of ``_decorate`` as a plain function (``functools.wraps``: name, docstring,
+    ``__wrapped__`` and so the signature are the function's). Its body repeats wrapt's on purpose:
+    a shared helper would put the frame back."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if state_module.current() is None and not config_module.telemetry_on(provider):
+            return func(*args, **kwargs)
+        stage = _new_stage(make, args, kwargs)
+        if stage is None:
+            return func(*args, **kwargs)
+        stage.attach()
+        try:
+            result = func(*args, **kwargs)
+        except BaseException as error:
+            stage.detach()
+            stage.close(error)
+            raise
+        stage.detach()
+        return _returned(stage, on_result, args, kwargs, result, results_stream)
+
+    return wrapper
 
 
 def _new_stage(make: MakeStage, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Stage | None:
@@ -372,17 +411,21 @@ def generator(
     """
     citation_pattern = checked_pattern(citation_pattern)  # a misconfiguration raises here, once
 
-    def make(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Stage:
-        return Generate(
-            model,
-            provider,
-            prompt=_first(args, kwargs, _PROMPT_KEYS, _is_prompt),
-            role=role,
-            citation_pattern=citation_pattern,
-            temperature=kwargs.get("temperature"),
-            max_tokens=kwargs.get("max_tokens"),
-            tracer_provider=tracer_provider,
-        )
+    def traced(target: Any) -> Any:
+        used = parameter_reader(getattr(target, "__func__", target), ("temperature", "max_tokens"))  # defaults count: they were used
+
+        def make(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Stage:
+            return Generate(
+                model,
+                provider,
+                prompt=_first(args, kwargs, _PROMPT_KEYS, _is_prompt),
+                role=role,
+                citation_pattern=citation_pattern,
+                tracer_provider=tracer_provider,
+                **used(args, kwargs),
+            )
+
+        return _decorate(target, make, result, tracer_provider, results_stream=True)
 
     def result(stage: Any, args: tuple[Any, ...], kwargs: dict[str, Any], value: Any, streamed: bool) -> None:
         if streamed:
@@ -390,7 +433,7 @@ def generator(
         else:
             stage.record(value)
 
-    return _bare_or_configured(func, lambda f: _decorate(f, make, result, tracer_provider, results_stream=True))
+    return _bare_or_configured(func, traced)
 
 
 def pipeline_decorator(func: _F, name: str, options: dict[str, Any]) -> _F:

@@ -9,7 +9,7 @@ from typing import Any
 from opentelemetry.trace import SpanKind
 
 from . import figures as figures_module
-from . import names, otel_metrics
+from . import names, otel_metrics, state as state_module
 from .answer import Scored, checked_pattern, score
 from .assembly import ContextRecord
 from .citations import CitationPattern, CitationResult
@@ -18,7 +18,7 @@ from .messages import as_messages
 from .outputs import is_streaming_response, read_output, read_piece, stream_pieces
 from .spans import all_passed, gate_messages, messages_json
 from .assemble_stage import Assemble
-from .stage import Stage, as_text, float_or_none, int_or_none, prompt_json, set_figures
+from .stage import Stage, as_text, float_or_none, int_or_none, set_figures
 
 
 # --- generate ---------------------------------------------------------------------------------
@@ -181,14 +181,19 @@ class Generate(Stage):
             scored = call_guarded("citation parsing", score, self.text, context, retrieved, self.citation_pattern)
             if scored is None:  # ragtrace's own fault: the answer is not measured, never scored 0
                 scored = Scored(figures_module.Answer(context.placements if context else None, unmeasured=figures_module.STATUS_INTERNAL_ERROR), None)
+            scored = _outside_a_pipeline(scored, state, context)
             self.citations, answer = scored.citations, scored.answer
             self.citation_status = answer.unmeasured
             self.answer = answer
             if state is not None:
                 state.answers.append(answer)
                 state.answer_text = self.text
-            retrievals = state.retrievals if state is not None else []
-            result = figures_module.compute(retrievals, [answer], unreadable=state.unreadable if state else 0)
+            if answer.unmeasured == state_module.STATUS_STATE_EVICTED:  # its trace's retrievals are gone
+                result = figures_module.Figures(status=[answer.unmeasured])
+            else:
+                result = state.figures_for_answer(answer) if state is not None else figures_module.compute([], [answer])
+                if answer.unmeasured == state_module.STATUS_OUTSIDE_PIPELINE:
+                    result.status.append(answer.unmeasured)
             self.metrics = dict(result.values)
             with guard("figure attributes"):
                 set_figures(self, result, inclusion_method=context.method if context is not None else None)
@@ -262,15 +267,20 @@ class Generate(Stage):
         self._content_attributes()
 
     def _content_attributes(self) -> None:
+        """The prompt and the answer, once per reader: ``gen_ai.input.messages`` /
+        ``gen_ai.output.messages`` for GenAI backends, from which Phoenix derives
+        ``llm.input_messages`` / ``llm.output_messages`` itself. The OpenInference message keys are
+        written only where no GenAI copy went out whole (redacted, or cut by a length limit), and
+        ``output.value`` (what Phoenix shows as the LLM's output) carries the answer once more."""
         assert self.attrs is not None
         policy, limit = self.config.content, self.config.max_content_chars
+        openinference = self.config.openinference
         messages = _prompt_messages(self.prompt)
         if messages is not None:
             gated = gate_messages(messages, policy)  # each text through the policy once
             passed = all_passed(gated)
-            if passed is not None:
-                self.attrs.json_list(names.GEN_AI_INPUT_MESSAGES, messages_json(passed, limit))
-            if self.config.openinference:
+            sent = passed is not None and self.attrs.json_list(names.GEN_AI_INPUT_MESSAGES, messages_json(passed, limit))
+            if openinference and not sent:
                 for index, message in enumerate(messages[: self.config.max_documents]):
                     prefix = names.indexed(names.OI_LLM_INPUT_MESSAGES, index, "")
                     self.attrs.set(prefix + names.OI_MESSAGE_ROLE, str(message.get("role", "user")))
@@ -278,22 +288,42 @@ class Generate(Stage):
                         self._gated(prefix + names.OI_MESSAGE_CONTENT, gated[index][1])
                     elif not policy.captures:
                         self.attrs.set(prefix + names.OI_MESSAGE_CONTENT, names.REDACTED)
-                if isinstance(self.prompt, str):
-                    self._oi_value(names.OI_INPUT_VALUE, gated[0][1] if gated else None, gated=True)
-                else:
-                    self._oi_value(names.OI_INPUT_VALUE, prompt_json(self, gated), json_value=True)
         if self.text is not None:
             answer = all_passed(gate_messages([{"role": "assistant", "content": self.text}], policy))
+            sent = False
             if answer is not None:
                 output = messages_json(answer, limit)
                 output[0]["finish_reason"] = (self._usage.get("finish_reasons") or ["stop"])[0]
-                self.attrs.json_list(names.GEN_AI_OUTPUT_MESSAGES, output)
-            if self.config.openinference:
-                prefix = names.indexed(names.OI_LLM_OUTPUT_MESSAGES, 0, "")
-                self.attrs.set(prefix + names.OI_MESSAGE_ROLE, "assistant")
+                sent = self.attrs.json_list(names.GEN_AI_OUTPUT_MESSAGES, output)
+            if openinference:
                 text = answer[0][1] if answer is not None else None
-                self._gated(prefix + names.OI_MESSAGE_CONTENT, text if text is not None or policy.captures else names.REDACTED)
+                if not sent:
+                    prefix = names.indexed(names.OI_LLM_OUTPUT_MESSAGES, 0, "")
+                    self.attrs.set(prefix + names.OI_MESSAGE_ROLE, "assistant")
+                    self._gated(prefix + names.OI_MESSAGE_CONTENT, text if text is not None or policy.captures else names.REDACTED)
                 self._oi_value(names.OI_OUTPUT_VALUE, text, gated=True)
+
+
+def _outside_a_pipeline(scored: Scored, state: state_module.PipelineState | None, context: ContextRecord | None) -> Scored:
+    """An answer outside any pipeline that its trace's state can't score, marked not measured:
+    the state was evicted (``state``), or no context is known in its trace while it cites labels,
+    which would all count as invalid. Stages outside a pipeline and outside any span of the app's
+    are a trace each, so the retrieval and the assembly are in other traces; the log says so once."""
+    if state is None or not state.implicit:
+        return scored
+    if state.evicted:
+        return Scored(figures_module.Answer(None, unmeasured=state_module.STATUS_STATE_EVICTED), scored.citations)
+    citations = scored.citations
+    if context is None and citations is not None and citations.invalid_count and scored.answer.unmeasured is None:
+        warn_once(
+            "outside-pipeline",
+            "an answer generated outside any rag_pipeline cites sources, but no context is known in its trace: each stage "
+            "outside a pipeline and outside any span of yours is a trace of its own, so the retrieval and assembly are "
+            "elsewhere. Its citations are not scored (rag.citation.status=outside_pipeline) instead of all counting as "
+            "invalid. Wrap the stages of one request in `with ragtrace.rag_pipeline(...)`, or pass generate(context=ctx)",
+        )
+        return Scored(figures_module.Answer(None, cited_ids=scored.answer.cited_ids, unmeasured=state_module.STATUS_OUTSIDE_PIPELINE), citations)
+    return scored
 
 
 def _prompt_messages(prompt: Any) -> list[Mapping[str, Any]] | None:

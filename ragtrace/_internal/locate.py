@@ -17,9 +17,23 @@ from typing import Any
 from . import names
 from .assembly import ContextRecord, Drop, Placement
 from .chunks import Chunk, content_hash
+from .patterns import uncached
 from .tokens import DEFAULT_TOKENIZER, Tokenizer
 
-_LABEL_BEFORE = re.compile(r"(?:\[([^\[\]\n]{1,64})\]|(?:source|document|doc|chunk|passage)\s*#?(\w{1,32}))\s*[:.)-]?\s*$", re.I)
+# The labels a source can open with, each read by a bounded regex (none can backtrack far):
+# "Source 2", "doc #3": the keyword, then a space or "#", then the label ("passages" is no label "s");
+# not inside a word ("resource 2"), though right after a JSON-escaped line break ("\\nSource 2").
+KEYWORD_LABEL = r"(?:(?<![A-Za-z0-9])|(?<=\\[nrt]))(?:source|document|doc|chunk|passage)(?:[ \t]*#[ \t]*|[ \t]+)(\w{1,32})"
+# An XML-style source tag carrying its label, ``<source id="2">`` or ``<document index='2'>`` (the
+# format model vendors recommend for documents); its quotes may be JSON-escaped (a request body).
+XML_LABEL = r"<(?:source|document|doc|chunk|passage|context)\b[^<>\n]{0,64}?\b(?:id|index|n|number)\s*=\s*\\?[\"']?([\w.:\-]{1,32})\\?[\"']?[^<>\n]{0,64}>"
+# "(2)" opening a line (a numbered list); mid-line it is prose ("as in (5)").
+NUMBER_LABEL = r"(?:^|(?<=\n)|(?<=\\n))\((\d{1,4})\)"
+# What may sit between a label and the chunk text, escaped line breaks included.
+_GAP = r"(?:\s|\\[nrt]){0,16}"
+_LABEL_BEFORE = re.compile(
+    r"(?:\[([^\[\]\n]{1,64})\]|" + KEYWORD_LABEL + "|" + XML_LABEL + "|" + NUMBER_LABEL + r")" + _GAP + r"[:.)-]?" + _GAP + "$", re.I
+)
 _MAX_OCCURRENCES = 64
 _MIN_PREFIX_CHARS = 24
 
@@ -233,7 +247,7 @@ def _candidates(text: str, needle: str) -> Iterator[int]:
         start = text.find(needle, start + 1)
     if start < 0:
         return
-    pattern = re.compile(r"\][ \t]{0,4}(?:[:.)-][ \t]{0,4})?(" + re.escape(needle) + ")")
+    pattern = uncached(r"\][ \t]{0,4}(?:[:.)-][ \t]{0,4})?(" + re.escape(needle) + ")")  # chunk text: never in re's cache
     for number, match in enumerate(pattern.finditer(text, start)):
         if number >= _MAX_OCCURRENCES:
             return
@@ -243,7 +257,7 @@ def _candidates(text: str, needle: str) -> Iterator[int]:
 def _label_tier(text: str, start: int) -> int:
     window_start = max(0, start - 80)
     match = _LABEL_BEFORE.search(text[window_start:start])
-    if match is None or not (match.group(1) or match.group(2) or "").strip():
+    if match is None or not label_of(match):
         return _NO_LABEL
     label_start = window_start + match.start()
     lead_start = max(0, label_start - _MAX_LINE_LEAD)  # bounded: never scan back a whole line
@@ -253,8 +267,13 @@ def _label_tier(text: str, start: int) -> int:
     return _LABEL_OPENS_LINE if not text[line_start:label_start].strip(_LINE_LEAD) else _LABEL
 
 
+def label_of(match: re.Match[str]) -> str:
+    """The label a label regex matched (whichever of its forms did), trimmed."""
+    return next((group for group in match.groups() if group), "").strip()
+
+
 def _label_before(text: str, start: int) -> str:
     match = _LABEL_BEFORE.search(text[max(0, start - 80) : start])
     if match is None:
         return ""
-    return (match.group(1) or match.group(2) or "").strip()
+    return label_of(match)

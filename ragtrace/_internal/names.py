@@ -247,17 +247,12 @@ OI_RERANKER_TOP_K: Final = "reranker.top_k"
 OI_DOCUMENT_ID: Final = "document.id"
 OI_DOCUMENT_SCORE: Final = "document.score"
 OI_DOCUMENT_CONTENT: Final = "document.content"
-OI_TRACE_EVALUATIONS: Final = "trace.evaluations"  # .{i}.evaluation.name / .score / .label
-OI_EVALUATION_NAME: Final = "evaluation.name"
-OI_EVALUATION_SCORE: Final = "evaluation.score"
-OI_EVALUATION_LABEL: Final = "evaluation.label"
-OI_EVALUATION_ANNOTATOR_KIND: Final = "evaluation.annotator_kind"
 # rag_pipeline(session_id=, user_id=, metadata=, tags=) on the root span (Phoenix's Sessions tab)
 OI_SESSION_ID: Final = "session.id"
 OI_USER_ID: Final = "user.id"
 OI_METADATA: Final = "metadata"  # a JSON object as a string; its values may be content
 OI_TAG_TAGS: Final = "tag.tags"
-ANNOTATOR_CODE: Final = "CODE"  # the figures are computed by code, not a human or an LLM judge
+ANNOTATOR_CODE: Final = "CODE"  # the figures are computed by code, not a human or an LLM judge (Phoenix annotations)
 # In redact and hash modes, the message and document content slots Phoenix would show empty carry
 # this, so a reader sees the content was withheld on purpose. Fixed text: it says nothing of the content.
 REDACTED: Final = "[redacted]"
@@ -353,7 +348,10 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(RAG_CONTENT_MODE, "string", "pipeline", False, "Content policy in force: full, redact or hash."),
     AttributeInfo(RAG_CONTENT_SAMPLED, "boolean", "pipeline", False, "With full_content_sample: whether this pipeline was drawn for full content."),
     AttributeInfo(RAG_CONTENT_SAMPLE_SHARE, "double", "pipeline", False, "With full_content_sample: the share of pipelines drawn for full content."),
-    AttributeInfo(RAG_UNREADABLE_ITEMS, "int", "retrieve, rerank, assemble", False, "Result items ragtrace could not understand (skipped, warned)."),
+    AttributeInfo(
+        RAG_UNREADABLE_ITEMS, "int", "retrieve, rerank, assemble", False,
+        "Result items ragtrace could not fully read: no id and no text (skipped), or one of your callbacks raised on it (still counted as retrieved). Warned once.",
+    ),
     AttributeInfo(RAG_RETRIEVAL_CHUNK_IDS, "string[]", "retrieve", False, "Chunk ids in rank order."),
     AttributeInfo(RAG_RETRIEVAL_SCORES, "double[]", "retrieve", False, "Scores aligned with chunk_ids (NaN when absent)."),
     AttributeInfo(RAG_RETRIEVAL_RANKS, "int[]", "retrieve", False, "1-based ranks aligned with chunk_ids."),
@@ -390,7 +388,7 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(RAG_CITATION_INVALID_LABELS, "string[]", "generate", False, "The labels of invalid citations."),
     AttributeInfo(RAG_CITATION_OUT_OF_CONTEXT_COUNT, "int", "generate", False, "Invalid citations naming a retrieved chunk that was not in the context (by its id, or a declared label that did not reach the prompt)."),
     AttributeInfo(RAG_CITATION_UNKNOWN_COUNT, "int", "generate", False, "Invalid citations naming nothing retrieved."),
-    AttributeInfo(RAG_CITATION_STATUS, "string", "generate", False, "Why the answer's citations are not scored: answer_unreadable, citation_pattern_failed, citations_unresolved or internal_error (absent when scored)."),
+    AttributeInfo(RAG_CITATION_STATUS, "string", "generate", False, "Why the answer's citations are not scored: answer_unreadable, citation_pattern_failed, citations_unresolved, internal_error, state_evicted or outside_pipeline (absent when scored)."),
     AttributeInfo(RAG_CITATION_FORMAT, "string", "generate", False, "json, inline or none."),
     AttributeInfo(RAG_CITATION_CONFORMANT, "boolean", "generate", False, "False when the answer has no parseable citation."),
     AttributeInfo(RAG_METRICS_STATUS, "string", "pipeline, generate", False, "Why figures are missing (absent when all were measured)."),
@@ -409,9 +407,9 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(metric_attribute(METRIC_DUPLICATE_CHUNKS), "int", "pipeline, generate", False, "Same id twice or same content under two ids."),
     AttributeInfo(metric_attribute(METRIC_CITED_POSITIONS), "int[]", "pipeline, generate", False, "Prompt positions of cited chunks (lost-in-the-middle signal)."),
     AttributeInfo(OI_SPAN_KIND, "string", _ALL, False, "CHAIN, EMBEDDING, RETRIEVER, RERANKER, PROMPT, LLM; EVALUATOR on a record_score span."),
-    AttributeInfo(OI_INPUT_VALUE, "string", _ALL, True, "Stage input (query, prompt)."),
+    AttributeInfo(OI_INPUT_VALUE, "string", _ALL, True, "Stage input: the query (pipeline, embed, rerank). Not on retrieve (Phoenix maps gen_ai.retrieval.query.text) or generate (the prompt is in gen_ai.input.messages)."),
     AttributeInfo(OI_INPUT_MIME_TYPE, "string", _ALL, True, "text/plain or application/json; set only with input.value."),
-    AttributeInfo(OI_OUTPUT_VALUE, "string", _ALL, True, "Stage output (answer, prompt)."),
+    AttributeInfo(OI_OUTPUT_VALUE, "string", _ALL, True, "Stage output: the answer (pipeline, generate), the rendered prompt (assemble)."),
     AttributeInfo(OI_OUTPUT_MIME_TYPE, "string", _ALL, True, "text/plain or application/json; set only with output.value."),
     AttributeInfo(OI_EMBEDDING_MODEL_NAME, "string", "embed", False, "Embedding model."),
     AttributeInfo(OI_LLM_MODEL_NAME, "string", "generate", False, "LLM model."),
@@ -421,12 +419,12 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(OI_LLM_TOKEN_COUNT_TOTAL, "int", "embed, generate", False, "Total tokens."),
     AttributeInfo(OI_PROMPT_TEMPLATE, "string", "assemble", True, "The template Assemble.render filled (chat templates as JSON messages)."),
     AttributeInfo(OI_PROMPT_TEMPLATE_VARIABLES, "string", "assemble", True, "Its variables besides {context}, as a JSON object."),
-    AttributeInfo(OI_LLM_INPUT_MESSAGES + ".{i}.message.{role,content}", "string", "generate", True, "Chat prompt messages (role is kept under redaction)."),
-    AttributeInfo(OI_LLM_OUTPUT_MESSAGES + ".{i}.message.{role,content}", "string", "generate", True, "Completion messages."),
+    AttributeInfo(OI_LLM_INPUT_MESSAGES + ".{i}.message.{role,content}", "string", "generate", True, "Chat prompt messages, only where gen_ai.input.messages did not go out whole (redact and hash modes: role and [redacted]; a cut prompt); Phoenix derives them from gen_ai.input.messages otherwise."),
+    AttributeInfo(OI_LLM_OUTPUT_MESSAGES + ".{i}.message.{role,content}", "string", "generate", True, "Completion messages, only where gen_ai.output.messages did not go out whole; Phoenix derives them from it otherwise."),
     AttributeInfo(OI_RETRIEVAL_DOCUMENTS + ".{i}.document.{id,score}", "string, double", "retrieve", False, "Retrieved documents in rank order (capped)."),
     AttributeInfo(OI_RETRIEVAL_DOCUMENTS + ".{i}.document.content", "string", "retrieve", True, "Retrieved document text."),
     AttributeInfo(OI_RERANKER_INPUT_DOCUMENTS + ".{i}.document.{id,score,content}", "mixed", "rerank", True, "Rerank candidates (content governed by policy)."),
-    AttributeInfo(OI_RERANKER_OUTPUT_DOCUMENTS + ".{i}.document.{id,score,content}", "mixed", "rerank", True, "Rerank results (content governed by policy)."),
+    AttributeInfo(OI_RERANKER_OUTPUT_DOCUMENTS + ".{i}.document.{id,score,content}", "mixed", "rerank", True, "Rerank results; content only for a chunk whose text no retrieve span of the trace carries (governed by policy)."),
     AttributeInfo(OI_RERANKER_QUERY, "string", "rerank", True, "Rerank query."),
     AttributeInfo(OI_RERANKER_MODEL_NAME, "string", "rerank", False, "Rerank model."),
     AttributeInfo(OI_RERANKER_TOP_K, "int", "rerank", False, "Rerank top_n."),
@@ -434,7 +432,6 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(OI_USER_ID, "string", "pipeline", False, "rag_pipeline(user_id=): the app's own (ideally pseudonymous) user id."),
     AttributeInfo(OI_METADATA, "string", "pipeline", True, "rag_pipeline(metadata=) as a JSON object; values may be content."),
     AttributeInfo(OI_TAG_TAGS, "string[]", "pipeline", False, "rag_pipeline(tags=): the app's labels for the run."),
-    AttributeInfo(OI_TRACE_EVALUATIONS + ".{i}.evaluation.{name,score,label,annotator_kind}", "string, double", "pipeline", False, "The per-trace proxies for OpenInference tools."),
     # the gen_ai.evaluation.result event of a record_score span ("evaluation {name}", a child of the root)
     AttributeInfo(GEN_AI_EVALUATION_NAME, "string", "evaluation (event)", False, "The score's name, e.g. groundedness (also ragtrace.<proxy> on the root's events)."),
     AttributeInfo(GEN_AI_EVALUATION_SCORE_VALUE, "double", "evaluation (event)", False, "The score."),

@@ -13,7 +13,6 @@ from typing import Any, TypeVar
 from opentelemetry import trace
 
 from . import config as config_module
-from . import figures as figures_module
 from . import names, otel_metrics, state as state_module
 from .guard import guard, warn_once
 from .redaction import Redactor
@@ -173,12 +172,7 @@ class RagPipeline(Stage):
         state = self.state
         if state is None:
             return
-        result = figures_module.compute(
-            state.retrievals,
-            state.answers,
-            contexts=[c.placements for c in state.unanswered_contexts()],
-            unreadable=state.unreadable,
-        )
+        result = state.figures_for_trace()
         self.metrics = dict(result.values)
         self.status = result.status_text
         self.inclusion_method = ",".join(sorted({c.method for c in state.contexts})) or None

@@ -106,6 +106,7 @@ class _Results(Stage):
 
 class Retrieve(_Results):
     query_keys = (names.GEN_AI_RETRIEVAL_QUERY_TEXT,)
+    query_derived = True  # Phoenix maps gen_ai.retrieval.query.text to a retriever's input.value
     stage = names.STAGE_RETRIEVE
     span_kind = SpanKind.CLIENT
     oi_kind = names.OI_KIND_RETRIEVER
@@ -155,7 +156,7 @@ class Retrieve(_Results):
             if normalized.unreadable:
                 warn_once(
                     "unreadable:retrieve",
-                    "%d retrieved item(s) could not be read as chunks (no id and no text); pass id_of=/content_of=",
+                    "%d retrieved item(s) could not be read in full (no id and no text, or a callback of yours raised); pass id_of=/content_of=",
                     normalized.unreadable,
                 )
             chunks = normalized.chunks
@@ -188,28 +189,43 @@ class Retrieve(_Results):
             attrs.set(names.RAG_RETRIEVAL_CONTENT_HASHES, [c.content_hash or "" for c in chunks])
         attrs.json_list(names.GEN_AI_RETRIEVAL_DOCUMENTS, [{"id": c.id, "score": c.score} for c in chunks])
         if self.config.openinference:
-            _oi_documents(self, names.OI_RETRIEVAL_DOCUMENTS, chunks)
+            shown = _oi_documents(self, names.OI_RETRIEVAL_DOCUMENTS, chunks)
+            if self.state is not None:
+                self.state.shown.update(shown)
 
 
 def _with_id(chunk: Chunk, chunk_id: str) -> Chunk:
     return Chunk(chunk_id, chunk.rank, chunk.score, chunk.content, chunk.metadata, chunk.tokens, chunk.content_hash)
 
 
-def _oi_documents(stage: Stage, prefix: str, chunks: Sequence[Chunk]) -> None:
-    """OpenInference's flattened document list, capped so the attribute limit is not exhausted."""
+def _oi_documents(stage: Stage, prefix: str, chunks: Sequence[Chunk], shown: dict[str, str | None] | None = None) -> dict[str, str | None]:
+    """OpenInference's flattened document list, capped so the attribute limit is not exhausted.
+
+    A chunk whose text (or its placeholder) a retrieve span of the trace already carries, as
+    ``shown`` records (id -> content hash), gets no text here: a reranker's outputs are retrieved
+    chunks, and their text is written once. Returns the chunks whose text this list carries.
+    """
     assert stage.attrs is not None
     allowed, limit = stage.config.content.text, stage.config.max_content_chars
+    captures = stage.config.content.captures
     values: dict[str, Any] = {}
+    carried: dict[str, str | None] = {}
     for index, chunk in enumerate(chunks[: stage.config.max_documents]):
         id_key, score_key, content_key = names.document_keys(prefix, index)
         values[id_key] = chunk.id
         values[score_key] = chunk.score
+        if chunk.content is None or (shown is not None and chunk.id in shown and shown[chunk.id] == chunk.content_hash):
+            continue
         content = allowed(chunk.content)
         if content is not None:
             values[content_key] = trim_text(content, limit)
-        elif not stage.config.content.captures and chunk.content is not None:
+        elif not captures:
             values[content_key] = names.REDACTED
+        else:
+            continue
+        carried[chunk.id] = chunk.content_hash
     stage.attrs.set_many(values)
+    return carried
 
 
 # --- rerank -----------------------------------------------------------------------------------
@@ -284,5 +300,6 @@ class Rerank(_Results):
             }
         )
         if self.config.openinference:
-            _oi_documents(self, names.OI_RERANKER_INPUT_DOCUMENTS, inputs)
-            _oi_documents(self, names.OI_RERANKER_OUTPUT_DOCUMENTS, outputs)
+            shown = self.state.shown if self.state is not None else None
+            _oi_documents(self, names.OI_RERANKER_INPUT_DOCUMENTS, inputs, shown)
+            _oi_documents(self, names.OI_RERANKER_OUTPUT_DOCUMENTS, outputs, shown)

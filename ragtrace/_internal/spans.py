@@ -157,11 +157,18 @@ class Attributes:
         self._pending[key] = trim_text(allowed, max_chars)
         return True
 
-    def json_list(self, key: str, items: Sequence[Any]) -> None:
-        if self.recording:
-            value = json_list_within(items, value_length_limit(self.span))
-            if value is not None:
-                self._pending[key] = value
+    def json_list(self, key: str, items: Sequence[Any]) -> bool:
+        """``items`` as a JSON array within the span's value-length limit (the longest prefix that
+        fits); True when all of them went out."""
+        if not self.recording:
+            return False
+        limit = value_length_limit(self.span)
+        text = compact_json(list(items))
+        whole = limit is None or len(text) <= limit
+        value = text if whole else json_list_within(items, limit)
+        if value is not None:
+            self._pending[key] = value
+        return whole
 
     def flush(self) -> None:
         """Write everything buffered to the span, essentials last."""

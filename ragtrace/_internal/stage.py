@@ -53,6 +53,7 @@ class Stage:
     provider: str | None = None
     query: str | None = None
     query_keys: tuple[str, ...] = ()  # content attributes that carry the query, besides input.value
+    query_derived = False  # Phoenix derives input.value from the query key: no second copy
     release_span = True  # drop the ended span; the pipeline run keeps its own (``run.span``)
 
     def span_name(self) -> str:
@@ -101,9 +102,11 @@ class Stage:
         if text is None:
             return
         self.query = text
+        sent = False
         for key in self.query_keys:
-            self._content(key, text)
-        self._oi_value(names.OI_INPUT_VALUE, text)
+            sent = self._content(key, text) or sent
+        if not (sent and self.query_derived):
+            self._oi_value(names.OI_INPUT_VALUE, text)
 
     def on_close(self) -> None:
         """Stage-specific work before the span ends (results, figures)."""
@@ -249,7 +252,7 @@ def as_text(value: Any) -> str | None:
 
 # --- figures on spans -------------------------------------------------------------------------
 def set_figures(stage: Stage, result: figures_module.Figures, *, events: bool = False, inclusion_method: str | None = None) -> None:
-    """``rag.metrics.*`` (and, on the root, evaluation events and OpenInference evaluations), with
+    """``rag.metrics.*`` (and, on the root, one ``gen_ai.evaluation.result`` event per proxy), with
     how the context they rest on was known (``rag.metrics.inclusion_method``)."""
     attrs = stage.attrs
     if attrs is None or not attrs.recording:
@@ -258,26 +261,17 @@ def set_figures(stage: Stage, result: figures_module.Figures, *, events: bool = 
     values[names.RAG_METRICS_STATUS] = result.status_text
     # a qualifier, not a figure: under a tight attribute-count limit the figures win the room
     attrs.set(names.RAG_METRICS_INCLUSION_METHOD, inclusion_method)
-    proxies = [(k, float(result.values[k])) for k in names.PROXY_METRICS if k in result.values]
     if events:
-        for index, (metric, score) in enumerate(proxies):
-            evaluation_name = names.EVALUATION_NAME_PREFIX + metric
-            stage.span.add_event(
-                names.GEN_AI_EVALUATION_RESULT,
-                {
-                    names.GEN_AI_EVALUATION_NAME: evaluation_name,
-                    names.GEN_AI_EVALUATION_SCORE_VALUE: score,
-                    names.GEN_AI_EVALUATION_SCORE_LABEL: figures_module.label(score),
-                },
-            )
-            if stage.config.openinference:
-                attrs.set_many(
+        for metric in names.PROXY_METRICS:
+            if metric in result.values:
+                score = float(result.values[metric])
+                stage.span.add_event(
+                    names.GEN_AI_EVALUATION_RESULT,
                     {
-                        names.indexed(names.OI_TRACE_EVALUATIONS, index, names.OI_EVALUATION_NAME): evaluation_name,
-                        names.indexed(names.OI_TRACE_EVALUATIONS, index, names.OI_EVALUATION_SCORE): score,
-                        names.indexed(names.OI_TRACE_EVALUATIONS, index, names.OI_EVALUATION_LABEL): figures_module.label(score),
-                        names.indexed(names.OI_TRACE_EVALUATIONS, index, names.OI_EVALUATION_ANNOTATOR_KIND): names.ANNOTATOR_CODE,
-                    }
+                        names.GEN_AI_EVALUATION_NAME: names.EVALUATION_NAME_PREFIX + metric,
+                        names.GEN_AI_EVALUATION_SCORE_VALUE: score,
+                        names.GEN_AI_EVALUATION_SCORE_LABEL: figures_module.label(score),
+                    },
                 )
     # the figures go last so the SDK's evict-the-oldest limit can't drop them
     for key, value in values.items():

@@ -3,6 +3,10 @@
 A ``rag_pipeline`` puts its state in a ``contextvars`` variable, so threads and asyncio tasks
 never see each other's chunks. Stages used without a pipeline share a state per trace id, kept in
 a small bounded map, so a generation can still be scored against the retrievals of its trace.
+With more such traces in flight than the map holds, the least recently used trace loses its state
+and is remembered as evicted: its later stages get a throwaway state marked ``evicted`` (its
+figures say not measurable) instead of a fresh one that would evict the next trace in turn, so
+one trace degrades per trace too many, never all of them.
 State holds ids, ranks, scores and hashes only, never chunk text.
 """
 
@@ -10,6 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -17,12 +22,20 @@ from typing import Any
 from opentelemetry.trace import Span
 
 from .assembly import ContextRecord
-from .chunks import Chunk
+from .chunks import STAND_IN, Chunk
 from .config import Config
-from .figures import Answer
-from .guard import new_locks_after_fork
+from . import figures as figures_module
+from .figures import Answer, Figures
+from .guard import new_locks_after_fork, warn_once
 
 _IMPLICIT_CAPACITY = 256
+_EVICTED_CAPACITY = 16 * _IMPLICIT_CAPACITY  # trace ids (ints) remembered as evicted
+# the figures status (``rag.metrics.status``, ``rag.citation.status``) of a generation whose trace's
+# state was evicted: its retrievals and contexts are gone, so nothing of it is measured
+STATUS_STATE_EVICTED = "state_evicted"
+# an answer outside any pipeline, with no context in its trace, that cites labels: each would count
+# as invalid, but the likelier cause is that its stages are traces of their own
+STATUS_OUTSIDE_PIPELINE = "outside_pipeline"
 
 
 @dataclass(eq=False, slots=True)
@@ -36,12 +49,23 @@ class PipelineState:
     answer_text: str | None = None
     unreadable: int = 0
     labels: dict[str, Any] = field(default_factory=dict)  # bounded metric labels of the pipeline
+    shown: dict[str, str | None] = field(default_factory=dict)  # chunk id -> content hash of text a retrieve span carries
+    # the last answer's figures and what they were computed from (answer, retrievals, unreadable):
+    # the root's are the same while nothing else was recorded (``figures_for_trace``)
+    answer_figures: tuple[Answer, int, int, Figures] | None = None
     _ids_by_hash: dict[str, str] = field(default_factory=dict)
+    implicit: bool = False  # the shared state of a trace outside any pipeline (``for_span``)
+    # framework integrations' bookkeeping for this pipeline (``integrations.runs.Scope``), which
+    # may hold the framework's documents: dropped with the pipeline, never kept process-wide
+    scopes: dict[Any, Any] = field(default_factory=dict)
+    evicted: bool = False  # a trace's stand-in state after its own was dropped from the map
 
     def add_retrieval(self, chunks: list[Chunk], unreadable: int) -> list[Chunk]:
         """Record a retrieval's chunks (text dropped) and return them with canonical ids."""
         kept = []
         for chunk in chunks:
+            if chunk.id.startswith(STAND_IN):  # unique per retrieval: two unreadable items are two
+                chunk = replace(chunk, id=f"{STAND_IN}{len(self.retrievals) + 1}.{chunk.rank}")
             chunk = self.canonical(chunk)
             if chunk.content_hash and chunk.content_hash not in self._ids_by_hash:
                 self._ids_by_hash[chunk.content_hash] = chunk.id
@@ -68,14 +92,31 @@ class PipelineState:
         """Contexts no answer was recorded against (they still count for |C|)."""
         return [] if self.answers else self.contexts
 
+    def figures_for_answer(self, answer: Answer) -> Figures:
+        """The figures of one answer generation, against every retrieval so far."""
+        result = figures_module.compute(self.retrievals, [answer], unreadable=self.unreadable)
+        self.answer_figures = (answer, len(self.retrievals), self.unreadable, result)
+        return result
+
+    def figures_for_trace(self) -> Figures:
+        """The trace's figures (the root's). With one answer and nothing retrieved since its own
+        figures, they are the same inputs to the same pure function: computed once."""
+        cached = self.answer_figures
+        if cached is not None and len(self.answers) == 1 and self.answers[0] is cached[0] and cached[1:3] == (len(self.retrievals), self.unreadable):
+            return cached[3]
+        contexts = [c.placements for c in self.unanswered_contexts()]
+        return figures_module.compute(self.retrievals, self.answers, contexts=contexts, unreadable=self.unreadable)
+
 
 _current: ContextVar[PipelineState | None] = ContextVar("ragtrace_pipeline", default=None)
 _implicit: OrderedDict[int, PipelineState] = OrderedDict()
+_evicted: OrderedDict[int, None] = OrderedDict()
 _implicit_lock = threading.Lock()
 
 
-def current() -> PipelineState | None:
-    return _current.get()
+# The active pipeline's state, or None. The context variable's own bound ``get`` (no Python frame):
+# every decorated call asks it first, with tracing off too.
+current: Callable[[], PipelineState | None] = _current.get
 
 
 def activate(state: PipelineState) -> object:
@@ -96,13 +137,24 @@ def for_span(span: Span, config: Config) -> PipelineState | None:
         return None
     with _implicit_lock:
         state = _implicit.get(trace_id)
-        if state is None:
-            state = _implicit[trace_id] = PipelineState(config)
-            if len(_implicit) > _IMPLICIT_CAPACITY:
-                _implicit.popitem(last=False)
-        else:
+        if state is not None:
             _implicit.move_to_end(trace_id)
-        return state
+            return state
+        if trace_id not in _evicted:
+            state = _implicit[trace_id] = PipelineState(config, implicit=True)
+            if len(_implicit) > _IMPLICIT_CAPACITY:
+                _evicted[_implicit.popitem(last=False)[0]] = None
+                if len(_evicted) > _EVICTED_CAPACITY:
+                    _evicted.popitem(last=False)
+            return state
+    warn_once(
+        "implicit-state-evicted",
+        "a trace with stages outside any rag_pipeline came back after its state was evicted: more than %d such traces "
+        "were in flight at once. Its generations are marked rag.metrics.status=state_evicted (not measured), and so is "
+        "each trace evicted the same way. Wrap each request in rag_pipeline(...): a pipeline keeps its own state",
+        _IMPLICIT_CAPACITY,
+    )
+    return PipelineState(config, implicit=True, evicted=True)
 
 
 def implicit_count() -> int:

@@ -32,6 +32,10 @@ class SimpleTokenizer:
     def count(self, text: str) -> int:
         return len(_TOKEN.findall(text))
 
+    def at_most(self, text: str) -> int:
+        """An upper bound on ``count(text)`` that costs nothing: every token is at least a character."""
+        return len(text)
+
     def truncate(self, text: str, max_tokens: int) -> str:
         if max_tokens <= 0:
             return ""
@@ -61,6 +65,10 @@ class TiktokenTokenizer:
 
     def count(self, text: str) -> int:
         return len(self._encoding.encode(text, disallowed_special=()))
+
+    def at_most(self, text: str) -> int:
+        """An upper bound on ``count(text)``: a BPE token is at least one byte (a character is at most four)."""
+        return 4 * len(text)
 
     def truncate(self, text: str, max_tokens: int) -> str:
         tokens = self._encoding.encode(text, disallowed_special=())

@@ -13,21 +13,27 @@ from __future__ import annotations
 import importlib
 from importlib.machinery import EXTENSION_SUFFIXES
 
-# The report path: reading, per-run rows, figures and aggregation. setup.py compiles these.
+# The report path: reading, per-run rows, figures, aggregation, and the per-trace streaming-latency and
+# score bookkeeping. setup.py compiles these.
 MODULES = (
     "ragtrace.cli.linefile",
     "ragtrace.cli.finished",
     "ragtrace.cli.spans",
     "ragtrace.cli.otlp_spans",
     "ragtrace.cli.joiner",
+    "ragtrace.cli.ingest",
     "ragtrace.cli.reader",
     "ragtrace.cli.row",
+    "ragtrace.cli.recorded",
     "ragtrace.cli.traces",
     "ragtrace.cli.foreign",
     "ragtrace.cli.verdicts",
     "ragtrace.cli.distribution",
     "ragtrace.cli.aggregate",
     "ragtrace.cli.aggregator",
+    "ragtrace.cli.latency",
+    "ragtrace.cli.scores",
+    "ragtrace.cli.report",
     "ragtrace._internal.figures",
 )
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from .._internal import names
@@ -16,7 +17,8 @@ from .._internal.assembly import Placement
 from .._internal.locate import locate
 from .._internal.chunks import Chunk, to_chunk
 from .._internal.citations import parse_citations
-from .._internal.figures import Answer, compute
+from .._internal.answer import unresolvable
+from .._internal.figures import STATUS_CITATIONS_UNRESOLVED, Answer, compute
 from .row import (
     SOURCE_GEN_AI,
     SOURCE_OPENINFERENCE,
@@ -37,9 +39,25 @@ MAX_PROMPT_CHARS = 1_000_000  # larger prompts are not searched (locate is linea
 _MAX_INDEXED = 10_000  # cap on flattened list attributes (retrieval.documents.{i}...)
 
 
+@dataclass(slots=True)
+class Inference:
+    """A trace from another instrumentation: its row, and the inclusion its figures rest on."""
+
+    row: Row
+    answers: list[Answer]  # each with the placements located in its prompt and its cited ids
+    contexts: list[list[Placement]]  # located contexts no answer was read for
+
+
 def foreign_row(trace: Trace) -> Row | None:
     """The run of a trace from another instrumentation; None when the trace holds neither a
     retrieval nor a model call, so it is no pipeline run."""
+    inference = infer(trace)
+    return None if inference is None else inference.row
+
+
+def infer(trace: Trace) -> Inference | None:
+    """``foreign_row``'s row with the located placements and citations behind it (what
+    ``bench/bench_accuracy.py`` scores the inferred method on)."""
     spans = trace.spans
     roots = [s for s in spans if s.local_root]
     anchor = min(roots or spans, key=lambda s: s.start or 0)
@@ -87,7 +105,7 @@ def foreign_row(trace: Trace) -> Row | None:
         not_measurable(row, reason)
     elif not trace.has_root:
         not_measurable(row, STATUS_INCOMPLETE)
-    return row
+    return Inference(row, answers, contexts)
 
 
 def _source_of(spans: Iterable[Span]) -> str:
@@ -348,7 +366,11 @@ def _infer(
         located = _outermost_calls_dropped(located, spans_by_id)
 
     with_chunks = [(span, record) for span, record in located if record.placements]
-    chosen = with_chunks or [located[-1]]
+    # When some call shows the chunks as labelled sources, a call that shows them under no label at
+    # all (an LLM grader given every chunk) is not the answer's: the rule locate applies to one
+    # prompt's chunks (``outside_sources``), across calls.
+    labelled = [(span, record) for span, record in with_chunks if any(p.label for p in record.placements)]
+    chosen = labelled or with_chunks or [located[-1]]
     answers: list[Answer] = []
     contexts: list[list[Placement]] = []
     for span, record in chosen:
@@ -357,7 +379,10 @@ def _infer(
             contexts.append(record.placements)
             continue
         citations = parse_citations(text, record.label_map())
-        answers.append(Answer(record.placements, citations.cited_ids, citations.invalid_count))
+        if citations.invalid_labels and unresolvable(record, misses_are_gaps=False):  # may name a chunk found under no readable label
+            answers.append(Answer(record.placements, citations.cited_ids, unmeasured=STATUS_CITATIONS_UNRESOLVED))
+        else:
+            answers.append(Answer(record.placements, citations.cited_ids, citations.invalid_count))
         row.answers += 1
         if not citations.conformant:
             row.nonconformant += 1

@@ -126,7 +126,7 @@ def decode_request(line: bytes) -> list[_Span] | None:
     return _decode(line, _request)
 
 
-# A long line, read a few dozen spans at a time (see ``TraceReader._ingest_pieces``): decoded
+# A long line, read a few dozen spans at a time (see ``ingest.pieces``): decoded
 # first without the spans' attributes, which stay unparsed slices and are most of the line, then
 # the attributes of a few spans at a time with ``decode_attributes``.
 _head_request = _request_decoder(_SpanHead)
@@ -141,7 +141,7 @@ def decode_heads(line: bytes) -> list[_SpanHead] | None:
 
 
 def parsed_span(head: _SpanHead) -> dict[str, Any]:
-    """A head as ``json`` parses its span, for ``TraceReader._add`` (when the typed decode rejects
+    """A head as ``json`` parses its span, for ``ingest.pieces`` (when the typed decode rejects
     the span's attributes). ``load`` can't fail here: the line passed msgspec, stricter than json."""
     span = {field: getattr(head, field) for field in head.__struct_fields__}
     span["attributes"] = None if head.attributes is None else load(head.attributes)

@@ -10,7 +10,7 @@ Three input shapes, detected per file, each optionally gzipped (detected by magi
 * any mix of those across files.
 
 This module reads lines and documents and decodes them; ``inputs`` finds and opens the files,
-``otlp_spans`` turns parsed JSON into spans, and ``joiner`` joins spans by trace id across lines
+``ingest`` hands each decoded line's spans (built by ``otlp_spans``) to ``joiner``, which joins spans by trace id across lines
 and files and decides when a trace is finished (once the line or document holding its root span
 has been read, or ``grace_spans`` spans later when asked, or at the end of input), in bounded
 memory. Attribute values are kept as raw OTLP ``AnyValue`` objects and decoded only when asked
@@ -37,20 +37,19 @@ import os
 import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
+from . import ingest
 from .diagnostics import Diagnostics, Progress
 from .inputs import InputError, open_input, resolve_inputs, total_bytes
 from .notdata import JunkRun, binary
 from .joiner import DEFAULT_GRACE_SPANS, DEFAULT_MAX_PENDING_SPANS, ReadStats, TraceJoiner
-from .otlp_spans import hex_id, json_span, raw_spans, struct_span
 from .spans import Source, Trace
 
 try:  # the optional fast decoder (pip install 'ragtrace[cli]')
     from . import otlp_msgspec as _msgspec
 except ImportError:  # pragma: no cover - depends on the environment
     _msgspec = None  # type: ignore[assignment]
-_MSGSPEC_ERRORS: tuple[type[Exception], ...] = (_msgspec.DecodeError, _msgspec.ValidationError) if _msgspec is not None else ()
 
 __all__ = [
     "DECODERS", "DEFAULT_GRACE_SPANS", "DEFAULT_MAX_PENDING_SPANS", "InputError", "ReadStats", "TraceReader",
@@ -72,8 +71,7 @@ MAX_DOCUMENT_BYTES = 64 * 1024 * 1024  # a single (non-lines) JSON document is p
 MAX_JSON_VALUES = 4_000_000
 _COUNT_VALUES_FROM = 4 * 1024 * 1024
 MAX_SKIPPED_BYTES = 1 << 30  # a line that goes on longer than this is not trace data
-PIECEWISE_BYTES = 256 * 1024  # fast-decoder lines at least this long are read a few spans at a time
-_PIECE_SPANS = 64  # ...this many (see TraceReader._ingest_pieces)
+PIECEWISE_BYTES = 256 * 1024  # fast-decoder lines at least this long are read a few spans at a time (ingest.pieces)
 
 def fast_decoder_available() -> bool:
     """Whether ``msgspec`` is installed, so ``decoder="msgspec"`` (and "auto") can use it."""
@@ -138,97 +136,6 @@ class TraceReader:
             yield from self._read_file(path)
         yield from self.joiner.rest()
 
-    def _ingest(self, document: Any, source: Source, line: int) -> Iterator[Trace]:
-        """The spans of one value parsed by ``json``, then the traces they finish."""
-        append = self.joiner.append
-        try:
-            for raw in raw_spans(document, source, line):
-                span = json_span(raw, source, line)
-                if span is not None:
-                    append(span)
-        except (AttributeError, TypeError, KeyError) as error:
-            self.diagnostics.warn(
-                "malformed export",
-                f"{source.name}:{line}",
-                f"unexpected structure in an export request ({type(error).__name__}: {error}); the rest of it is skipped",
-            )
-        yield from self.joiner.flush()
-
-    def _ingest_fast(self, spans: list[Any], source: Source, line: int) -> Iterator[Trace]:
-        """The span structs of one line decoded by ``otlp_msgspec``, then the traces they finish.
-
-        Attribute values stay ``msgspec.Raw`` slices of the line; spans whose trace is still open
-        once the line is done are copied out of it (``Span.detach``), so memory stays flat.
-        """
-        append = self.joiner.append
-        sliced = []
-        for raw in spans:
-            span = struct_span(raw, raw.attributes, source, line)
-            if span is not None and append(span):
-                sliced.append(span)
-        yield from self.joiner.flush()
-        pending = self.joiner.pending
-        if pending:
-            for span in sliced:
-                if span.trace_id in pending:
-                    span.detach()
-
-    def _ingest_pieces(self, heads: list[Any], source: Source, line: int) -> Iterator[Trace]:
-        """A long line decoded by ``otlp_msgspec.decode_heads``: its spans' attributes are decoded and
-        the spans read ``_PIECE_SPANS`` at a time.
-
-        The same traces, spans and warnings as ``_ingest_fast`` on the whole line, in the same order,
-        but each trace is finished as soon as the line holds no more of its spans. Decoded whole, a
-        line of 512 spans is megabytes of objects before its first trace is finished, more than the
-        CPU's cache holds; on a host whose cache and memory other processes share, fetching them
-        back nearly halved the throughput (docs/cli.md, "Speed").
-
-        Warnings raised while a trace is out (by whoever reads its rows) are held until the line is
-        read, so they still come after the line's own. When the typed decode rejects a span's
-        attributes, that span and the rest of the line go through ``json``, as ``decode_request``
-        would have sent the whole line there, and the spans before it are what ``json`` would have
-        made of them too.
-        """
-        last = {hex_id(head.traceId, 32): index for index, head in enumerate(heads)}
-        joiner, diagnostics = self.joiner, self.diagnostics
-        append, pending = joiner.append, joiner.pending
-        decode = _msgspec.decode_attributes  # type: ignore[union-attr]
-        touched: set[str] = set()
-        typed = True  # False from the first span whose attributes the typed decode rejects
-        count = len(heads)
-        try:
-            for start in range(0, count, _PIECE_SPANS):
-                stop = min(start + _PIECE_SPANS, count)
-                for index in range(start, stop):
-                    head = heads[index]
-                    if typed:
-                        try:
-                            attributes = decode(head.attributes) if head.attributes is not None else None
-                        except _MSGSPEC_ERRORS:
-                            typed = False
-                    if typed:
-                        span = struct_span(head, attributes, source, line)
-                        if span is not None and append(span):
-                            touched.add(span.trace_id)
-                    else:  # the head passed msgspec, which is stricter than json: json reads it
-                        span = json_span(_msgspec.parsed_span(head), source, line)  # type: ignore[union-attr]
-                        if span is not None:
-                            append(span)
-                for trace in joiner.due_before(last, stop):
-                    diagnostics.holding = True
-                    yield trace
-                    diagnostics.holding = False
-        finally:
-            diagnostics.holding = False
-            diagnostics.release()
-        yield from joiner.flush()
-        for trace_id in touched:
-            waiting = pending.get(trace_id)
-            if waiting is not None:
-                for span in waiting.spans:
-                    if span.line == line and span.source is source:
-                        span.detach()
-
     # -- files -------------------------------------------------------------------------------------
     def _read_file(self, path: Path) -> Iterator[Trace]:
         stream, raw = open_input(path)
@@ -292,9 +199,9 @@ class TraceReader:
                 if fast is not None:
                     traces = None
                     if len(line) >= PIECEWISE_BYTES and (heads := _msgspec.decode_heads(line)) is not None:  # type: ignore[union-attr]
-                        traces = self._ingest_pieces(heads, source, line_number)
+                        traces = ingest.pieces(self.joiner, heads, source, line_number)
                     elif (spans := fast(line)) is not None:
-                        traces = self._ingest_fast(spans, source, line_number)
+                        traces = ingest.structs(self.joiner, spans, source, line_number)
                     if traces is not None:
                         first = False
                         junk.good()
@@ -318,7 +225,7 @@ class TraceReader:
                     self._malformed(source, line_number, line)
                     continue
                 junk.good()
-                yield from self._ingest(document, source, line_number)
+                yield from ingest.parsed(self.joiner, document, source, line_number)
             except RecursionError:  # a safety net: nesting right at the limit, accepted by one decode and not the next
                 self._malformed(source, line_number, line, "the rest of the line is skipped")
                 continue
@@ -401,6 +308,6 @@ class TraceReader:
                 except (ValueError, RecursionError):
                     self._malformed(source, number, line)
                     continue
-                yield from self._ingest(parsed, source, number)
+                yield from ingest.parsed(self.joiner, parsed, source, number)
             return
-        yield from self._ingest(document, source, 1)
+        yield from ingest.parsed(self.joiner, document, source, 1)

@@ -152,6 +152,7 @@ def run_report(
         if reader.progress is not None:
             reader.progress.finish()
             diagnostics.progress = None
+    scores.finish()
     result.spool = spool
     figures = {k: v for k, v in settings.fail_under.items() if not k.startswith(SCORE_PREFIX)}
     score_bars = {k: v for k, v in settings.fail_under.items() if k.startswith(SCORE_PREFIX)}

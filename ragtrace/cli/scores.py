@@ -1,8 +1,10 @@
 """Judge scores (``record_score``'s evaluation spans) joined to their runs: the four-quadrant diagnostic.
 
-A score span may come before or after its run, in the same file or another: each run is kept as a
-small (root span id, proxy, pipeline) entry by trace id, each score as a small record, and they are
-joined once everything is read. A score joins the run of its trace whose root is the score span's
+A score span may come before or after its run, in the same file or another, so nothing can be
+joined while reading. Each run's join fields (trace id, root span id, recall proxy) are spooled to
+a temporary file (memory up to ``RUNS_SPOOL_BYTES``, then disk), each score is kept as a small
+record, and once everything is read one pass over the spool keeps only the runs of scored traces:
+the report's memory stays flat however many runs it reads. A score joins the run of its trace whose root is the score span's
 parent (or the trace's only run); several scores of one name for one run count as their mean.
 
 The quadrants cross the recall proxy with each score: "high" is at or above a bar (the proxy's
@@ -12,10 +14,13 @@ verdict threshold, and ``--score-threshold`` for the score, default 0.5).
 from __future__ import annotations
 
 import heapq
+import json
 import math
+import tempfile
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import IO
 
 from .._internal.names import (
     EVALUATION_SPAN_NAME,
@@ -35,6 +40,8 @@ from .settings import SCORE_PREFIX, below
 from .spans import Span, Trace
 
 DEFAULT_SCORE_BAR = 0.5
+RUNS_SPOOL_BYTES = 1 << 20  # the runs' join fields kept in memory before they go to a temporary file
+_BATCH_RUNS = 1024  # runs encoded together (and kept meanwhile: about 250 bytes each)
 EXAMPLES = 3  # example trace ids per quadrant: those with the lowest scores
 QUADRANT_SHARE = 0.2  # share of scored runs in a problem quadrant that makes a recommendation
 
@@ -126,12 +133,15 @@ class ScoreJoin:
     def __init__(self, proxy_bar: float, score_bars: Mapping[str, float] | None = None, proxy: str = METRIC_RECALL_PROXY) -> None:
         self.proxy, self.proxy_bar = proxy, proxy_bar
         self.score_bars = dict(score_bars or {})
-        self._runs: dict[str, list[tuple[str, float | None]]] = {}  # trace id -> (root span id, proxy)
+        self._batch: list[tuple[str, str, float | None]] = []  # (trace id, root span id, proxy) of the runs not spooled yet
+        self._runs: IO[str] | None = None  # JSON lines, each a list of such triples
+        self._closed = False
         self._scores: list[Score] = []
         self._summaries: dict[str, ScoreSummary] | None = None
 
     def take(self, trace: Trace) -> bool:
         """Take the trace's scores out of it; False when nothing else is left in it."""
+        self._check_open()
         spans = score_spans(trace)
         for span in spans:
             self._scores.extend(scores_of(span))
@@ -140,11 +150,39 @@ class ScoreJoin:
         return bool(trace.spans)
 
     def add_rows(self, rows: Iterable[Row]) -> None:
+        self._check_open()
+        batch = self._batch
         for row in rows:
             value = row.figures.get(self.proxy)
             proxy = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and row.measurable else None
-            self._runs.setdefault(row.trace_id, []).append((row.span_id, proxy))
+            batch.append((row.trace_id, row.span_id, proxy))
+        if len(batch) >= _BATCH_RUNS:
+            self._spill()
         self._summaries = None
+
+    def _spill(self) -> None:
+        """The batched runs to the spool, as one JSON line (one encoder call per batch, not per run)."""
+        if self._runs is None:
+            self._runs = tempfile.SpooledTemporaryFile(max_size=RUNS_SPOOL_BYTES, mode="w+", encoding="utf-8")
+        self._runs.write(_dumps(self._batch))
+        self._runs.write("\n")
+        self._batch.clear()
+
+    def finish(self) -> None:
+        """Join now and drop the spooled runs: once everything is read (``summaries`` keeps the result)."""
+        self.summaries()
+        self.close()
+
+    def close(self) -> None:
+        if self._runs is not None:
+            self._runs.close()
+            self._runs = None
+        self._batch.clear()
+        self._closed = True
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ValueError("ScoreJoin: runs or scores added after close()")
 
     @property
     def scored(self) -> bool:
@@ -155,6 +193,7 @@ class ScoreJoin:
         if self._summaries is not None:
             return self._summaries
         summaries: dict[str, ScoreSummary] = {}
+        runs = self._scored_runs()
         per_run: dict[tuple[str, str, str], list[float]] = {}  # (name, trace, root) -> values
         proxies: dict[tuple[str, str], float | None] = {}
         for score in self._scores:
@@ -165,7 +204,7 @@ class ScoreJoin:
             summary.scorers[score.scorer or "unknown"] += 1
             if score.label is not None:
                 summary.labels[score.label] += 1
-            run = self._run_of(score)
+            run = _run_of(score, runs)
             if run is None:
                 summary.unjoined += 1
                 continue
@@ -184,14 +223,24 @@ class ScoreJoin:
         self._summaries = dict(sorted(summaries.items()))
         return self._summaries
 
-    def _run_of(self, score: Score) -> tuple[str, float | None] | None:
-        runs = self._runs.get(score.trace_id)
-        if not runs:
-            return None
-        for run in runs:
-            if run[0] == score.parent_id:
-                return run
-        return runs[0] if len(runs) == 1 else None
+    def _scored_runs(self) -> dict[str, list[tuple[str, float | None]]]:
+        """Trace id -> (root span id, proxy) of each run, in input order, for the scored traces only."""
+        runs: dict[str, list[tuple[str, float | None]]] = {}
+        wanted = {score.trace_id for score in self._scores}
+        if not wanted:
+            return runs
+        if self._batch:
+            self._spill()
+        spool = self._runs
+        if spool is None:
+            return runs
+        spool.seek(0)
+        for line in spool:
+            for trace_id, span_id, proxy in json.loads(line):
+                if trace_id in wanted:
+                    runs.setdefault(trace_id, []).append((span_id, proxy))
+        spool.seek(0, 2)  # more runs may follow
+        return runs
 
     # -- recommendations and gates -----------------------------------------------------------------
     def recommendations(self, min_traces: int) -> list[str]:
@@ -228,6 +277,20 @@ _ADVICE = {
     CLAIMS_BEYOND_SOURCES: "Answers cite their sources but claim more than they say in {share} of scored runs ({proxy} ≥ {proxy_bar:g}, {name} < {bar:g}): instruct the model to answer only from the cited passages",
     RIGHT_WITHOUT_RETRIEVAL: "Answers score well on {name} but lean little on retrieval in {share} of scored runs ({proxy} < {proxy_bar:g}): check the citation instruction, and whether these queries need retrieval",
 }
+
+
+def _run_of(score: Score, runs: Mapping[str, list[tuple[str, float | None]]]) -> tuple[str, float | None] | None:
+    """The run of its trace whose root is the score span's parent, or the trace's only run."""
+    candidates = runs.get(score.trace_id)
+    if not candidates:
+        return None
+    for run in candidates:
+        if run[0] == score.parent_id:
+            return run
+    return candidates[0] if len(candidates) == 1 else None
+
+
+_dumps = json.JSONEncoder(ensure_ascii=True, allow_nan=True, separators=(",", ":")).encode
 
 
 def _quadrant(proxy_high: bool, score_high: bool) -> str:

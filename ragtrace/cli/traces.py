@@ -3,7 +3,8 @@
 ragtrace's own spans carry what the figures are computed from (retrieved ids and ranks, recorded
 placements, resolved citations), so the rows are rebuilt from those attributes and fed to the very
 function the SDK used online: the same inputs give the same figures. Where the root span also
-carries the figures recorded online, they are compared and any difference is reported.
+carries the figures recorded online, they are compared and any difference is reported. Reading
+those attributes back is ``recorded``'s job; this module groups spans into runs and assembles rows.
 
 Traces from other instrumentations get their rows from ``foreign``, by inference; when even that
 is impossible the row says why, and is not measurable: a trace ragtrace can't read never scores
@@ -12,23 +13,16 @@ as perfect. ``Row`` and what both share are in ``row``.
 
 from __future__ import annotations
 
-import math
-from typing import Any
-
-from .._internal.figures import Answer, Figures, Placed, Retrieved, compute
+from .._internal.figures import Answer, Placed, Retrieved, compute
 from .._internal.names import (
-    ALL_METRICS,
     GEN_AI_RETRIEVAL_QUERY_TEXT,
     GEN_AI_RETRIEVAL_TOP_K,
     GEN_AI_WORKFLOW_NAME,
     INCLUSION_RECORDED,
     METRIC_CITED,
-    METRIC_CITED_POSITIONS,
     METRIC_DUPLICATE_CHUNKS,
-    METRIC_IN_CONTEXT,
     METRIC_WASTED_CONTEXT_TOKENS,
     OI_INPUT_VALUE,
-    OI_RETRIEVAL_DOCUMENTS,
     RAG_CITATION_CONFORMANT,
     RAG_CITATION_FORMAT,
     RAG_CITATION_IDS,
@@ -36,18 +30,11 @@ from .._internal.names import (
     RAG_CITATION_OUT_OF_CONTEXT_COUNT,
     RAG_CITATION_STATUS,
     RAG_CONTENT_MODE,
-    RAG_CONTEXT_CHUNK_IDS,
-    RAG_CONTEXT_CHUNK_TOKENS,
     RAG_CONTEXT_INCLUSION_METHOD,
-    RAG_CONTEXT_POSITIONS,
-    RAG_GENERATION_CONTEXT_SPAN_ID,
     RAG_GENERATION_ROLE,
     RAG_PIPELINE_ATTRIBUTE_PREFIX,
     RAG_QUERY_HASH,
     RAG_QUERY_ID,
-    RAG_RETRIEVAL_CHUNK_IDS,
-    RAG_RETRIEVAL_CONTENT_HASHES,
-    RAG_RETRIEVAL_RANKS,
     RAG_RETRIEVAL_RESULT_COUNT,
     RAG_STAGE,
     RAG_UNREADABLE_ITEMS,
@@ -56,7 +43,6 @@ from .._internal.names import (
     STAGE_GENERATE,
     STAGE_PIPELINE,
     STAGE_RETRIEVE,
-    document_keys,
     metric_attribute,
 )
 from .foreign import foreign_row
@@ -69,11 +55,10 @@ from .row import (  # noqa: F401 - STATUS_ATTRIBUTES_LOST and Row are imported f
     not_measurable,
     retrieval_facts,
 )
+from .recorded import context_of, mismatches, recorded_context, recorded_retrieval
 from .spans import Span, Trace
 
-_METRIC_KEYS = tuple((metric, metric_attribute(metric)) for metric in ALL_METRICS)
 _CITED_KEY = metric_attribute(METRIC_CITED)
-_IN_CONTEXT_KEY = metric_attribute(METRIC_IN_CONTEXT)
 # the keys that start with the label prefix are exactly those in [_LABEL_FIRST, _LABEL_BEYOND)
 _LABEL_FIRST = RAG_PIPELINE_ATTRIBUTE_PREFIX
 _LABEL_BEYOND = _LABEL_FIRST[:-1] + chr(ord(_LABEL_FIRST[-1]) + 1)
@@ -172,7 +157,7 @@ def _ragtrace_row(trace: Trace, pipeline: Span | None, members: list[tuple[Span,
     for span, stage in members:
         if stage != STAGE_RETRIEVE:
             continue
-        chunks = _recorded_retrieval(span)
+        chunks = recorded_retrieval(span)
         top_k = span.get_int(GEN_AI_RETRIEVAL_TOP_K)
         if top_k is not None:
             row.top_k = max(row.top_k or 0, top_k)
@@ -189,7 +174,7 @@ def _ragtrace_row(trace: Trace, pipeline: Span | None, members: list[tuple[Span,
     for span, stage in members:
         if stage != STAGE_ASSEMBLE:
             continue
-        recorded = _recorded_context(span)
+        recorded = recorded_context(span)
         if recorded is None:
             lost = True
             continue
@@ -205,7 +190,7 @@ def _ragtrace_row(trace: Trace, pipeline: Span | None, members: list[tuple[Span,
         if not (span.has(RAG_CITATION_FORMAT) or span.has(_CITED_KEY) or span.has(RAG_CITATION_STATUS)):
             continue  # an answer generation that recorded no output: not an answer online either
         cited = [str(c) for c in span.get_list(RAG_CITATION_IDS) or ()]
-        context = _context_of(span, contexts, cited)
+        context = context_of(span, contexts, cited)
         if context is not None:
             used.append((context[1], context[2]))
             methods.add(context[0].get_str(RAG_CONTEXT_INCLUSION_METHOD) or INCLUSION_RECORDED)
@@ -235,9 +220,9 @@ def _ragtrace_row(trace: Trace, pipeline: Span | None, members: list[tuple[Span,
     row.sources = (retrievals, answers, unanswered, contexts)
     row.figures, row.status = result.values, list(result.status)
     if pipeline is not None:
-        row.mismatches = _mismatches(pipeline, result, retrievals)
+        row.mismatches = mismatches(pipeline, result, retrievals)
     elif len(answer_spans) == 1:  # outside a pipeline the answer span carries the trace's figures
-        row.mismatches = _mismatches(answer_spans[0], result, retrievals)
+        row.mismatches = mismatches(answer_spans[0], result, retrievals)
     if set(row.mismatches) - {METRIC_DUPLICATE_CHUNKS}:
         not_measurable(row, STATUS_SPANS_MISSING)
     elif lost:
@@ -258,170 +243,3 @@ def _pipeline_facts(row: Row, pipeline: Span) -> None:
             value = pipeline.get(key)
             if isinstance(value, (str, int, float, bool)):
                 row.labels[key[_LABEL_START:]] = value
-
-
-def _recorded_retrieval(span: Span) -> list[Retrieved] | None:
-    ids = span.get_list(RAG_RETRIEVAL_CHUNK_IDS)
-    if ids is None:
-        return None
-    count = len(ids)
-    ranks = span.get_aligned(RAG_RETRIEVAL_RANKS, int, count) or range(1, count + 1)
-    keys = span.get_aligned(RAG_RETRIEVAL_CONTENT_HASHES, str, count)  # hash mode
-    if keys is None:
-        keys = _text_keys(span, count)
-    if keys is None:
-        return [RecordedChunk(str(chunk_id), ranks[index], None) for index, chunk_id in enumerate(ids)]
-    return [RecordedChunk(str(chunk_id), ranks[index], keys[index] or None) for index, chunk_id in enumerate(ids)]
-
-
-def _text_keys(span: Span, count: int) -> list[str] | None:
-    """Duplicate keys from the OpenInference document text, where it was exported (full mode).
-
-    Online, duplicates are also found by content: by a hash of the text, which offline would only
-    cost time, as equal texts have equal hashes. So the text itself is the key, after a NUL that
-    keeps an empty text a key and every key apart from the hex digits of a recorded hash. The
-    text of the first ``max_documents`` chunks travels in ``retrieval.documents.{i}.document.content``.
-    """
-    if _DOCUMENT_CONTENT_KEYS[0] not in span.attrs:
-        return None
-    get_str = span.get_str
-    names = _DOCUMENT_CONTENT_KEYS if count <= len(_DOCUMENT_CONTENT_KEYS) else _document_content_keys(count)
-    keys = []
-    for index in range(count):
-        text = get_str(names[index])
-        keys.append("\0" + text if text is not None else "")
-    return keys
-
-
-def _document_content_keys(count: int) -> list[str]:
-    return [document_keys(OI_RETRIEVAL_DOCUMENTS, index)[2] for index in range(count)]
-
-
-_DOCUMENT_CONTENT_KEYS = _document_content_keys(64)
-
-
-def _recorded_context(span: Span) -> tuple[list[Placed], bool] | None:
-    """The placements recorded by an assemble span, and whether their token counts are known.
-
-    Only what the figures are computed from is read (ids, positions, tokens): labels, offsets,
-    truncation, message indexes and hashes are part of the record, not of any figure.
-    """
-    ids = span.get_list(RAG_CONTEXT_CHUNK_IDS)
-    if ids is None:
-        return None
-    count = len(ids)
-    positions = span.get_aligned(RAG_CONTEXT_POSITIONS, int, count) or range(1, count + 1)
-    tokens = span.get_aligned(RAG_CONTEXT_CHUNK_TOKENS, int, count)
-    if tokens is None:
-        placements = [RecordedPlacement(str(chunk_id), positions[i], 0) for i, chunk_id in enumerate(ids)]
-    else:
-        placements = [RecordedPlacement(str(chunk_id), positions[i], tokens[i]) for i, chunk_id in enumerate(ids)]
-    return placements, tokens is not None
-
-
-# Plain classes rather than a ``Chunk`` and a ``Placement``: the report builds one for every chunk
-# of every trace, and a dataclass's generated ``__init__`` is interpreted code even in the compiled
-# build (a frozen one, like ``Placement``'s, is about five times slower still).
-class RecordedChunk:
-    """A retrieved chunk as the report rebuilds it: only what the figures read (``figures.Retrieved``)."""
-
-    __slots__ = ("id", "rank", "content_hash")  # content_hash: a recorded hash, or a text key (see _text_keys)
-
-    def __init__(self, chunk_id: str, rank: int, content_hash: str | None) -> None:
-        self.id = chunk_id
-        self.rank = rank
-        self.content_hash = content_hash
-
-
-class RecordedPlacement:
-    """A placement as the report rebuilds it: only what the figures read (``figures.Placed``)."""
-
-    __slots__ = ("chunk_id", "position", "tokens")
-
-    def __init__(self, chunk_id: str, position: int, tokens: int) -> None:
-        self.chunk_id = chunk_id
-        self.position = position
-        self.tokens = tokens
-
-
-def _context_of(
-    generation: Span, contexts: list[tuple[Span, list[Placed], bool]], cited: list[str]
-) -> tuple[Span, list[Placed], bool] | None:
-    """The assembly an answer was scored against online.
-
-    The SDK records it: ``rag.generation.context_span_id`` is the hex span id of that assemble
-    span. When it is set, that span is the answer, or, if it is not among this run's readable
-    assemblies (lost spans or attributes), the context is unknown: guessing another one could
-    score the answer against the wrong chunks.
-
-    Traces from SDK versions without the attribute fall back to inference: online that was
-    ``generate(context=...)`` or else the latest assembly finished before the generation; so the
-    latest assembly that ended first, unless the generation's recorded |C| and citations point at
-    an earlier one.
-    """
-    pointed = generation.get_str(RAG_GENERATION_CONTEXT_SPAN_ID)
-    if pointed:
-        pointed = pointed.lower()
-        for candidate in contexts:
-            if candidate[0].span_id.lower() == pointed:
-                return candidate
-        return None
-    for candidate in contexts:  # generated inside the open assemble block: that assembly
-        if candidate[0].span_id == generation.parent_id:
-            return candidate
-    before = [c for c in contexts if end_order(c[0]) <= end_order(generation)]
-    if not before:
-        return None
-    recorded_size = generation.get_int(_IN_CONTEXT_KEY)
-
-    def fits(candidate: tuple[Span, list[Placed], bool]) -> bool:
-        ids = {p.chunk_id for p in candidate[1]}
-        size_ok = recorded_size is None or len(ids) == recorded_size
-        return size_ok and all(c in ids for c in cited)
-
-    for candidate in reversed(before):
-        if fits(candidate):
-            return candidate
-    return before[-1]
-
-
-def _mismatches(pipeline: Span, result: Figures, retrievals: list[list[Retrieved]]) -> list[str]:
-    """Figures recorded online (on the pipeline span, or the one answer span) that differ from the recomputed ones."""
-    differ = []
-    attrs, values = pipeline.attrs, result.values
-    for metric, key in _METRIC_KEYS:
-        if key not in attrs:
-            continue
-        recorded = pipeline.get(key) if metric == METRIC_CITED_POSITIONS else pipeline.get_number(key)
-        computed = values.get(metric)
-        if type(recorded) is type(computed) and recorded == computed:
-            continue  # _same's first test, inline: the common case
-        if not _same(recorded, computed):
-            differ.append(metric)
-    if differ == [METRIC_DUPLICATE_CHUNKS]:
-        hint = ""
-        if not any(c.content_hash for r in retrievals for c in r):
-            hint = " (content duplicates are only visible offline in hash mode or with document text exported)"
-        pipeline.source.diagnostics.warn(
-            "figures differ",
-            pipeline.where,
-            f"trace {pipeline.trace_id}: duplicate_chunks recomputed from the attributes differs from the value recorded online{hint}",
-        )
-    elif differ:
-        pipeline.source.diagnostics.warn(
-            "figures differ",
-            pipeline.where,
-            f"trace {pipeline.trace_id}: {', '.join(differ)} recomputed from the exported spans differ from the values "
-            "recorded online: spans or attributes of this run are missing; it is not measured",
-        )
-    return differ
-
-
-def _same(recorded: Any, computed: Any) -> bool:
-    if type(recorded) is type(computed) and recorded == computed:
-        return True  # the common case; NaN and near-equal floats go on below
-    if isinstance(recorded, list) or isinstance(computed, list):
-        return list(recorded or ()) == list(computed or ())
-    if isinstance(recorded, (int, float)) and isinstance(computed, (int, float)):
-        return math.isclose(recorded, computed, rel_tol=1e-9, abs_tol=1e-12)
-    return recorded == computed

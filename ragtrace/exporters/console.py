@@ -217,13 +217,16 @@ def _generate(attributes: Mapping[str, Any]) -> list[str]:
     cited_ids = _sequence(attributes.get(names.RAG_CITATION_IDS))
     conformant = attributes.get(names.RAG_CITATION_CONFORMANT)
     citations = ""
-    if positions is not None:
+    unscored = attributes.get(names.RAG_CITATION_STATUS)
+    if unscored:  # "cites none" would misstate an answer whose citations could not be checked
+        citations = f"citations not scored ({_clean(unscored)})"
+    elif positions is not None:
         citations = "cites [" + ",".join(_number(p) for p in positions) + "]"
     elif cited_ids:
         citations = "cites [" + ",".join(_clean(c) for c in cited_ids) + "]"
     elif isinstance(conformant, bool):
         citations = "cites none"
-    if isinstance(conformant, bool):
+    if isinstance(conformant, bool) and not unscored:
         citations += " conformant" if conformant else " non-conformant"
     if citations:
         parts.append(citations)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from ragtrace.cli import joiner, main, reader
+from ragtrace.cli import ingest, joiner, main, reader
 from ragtrace.cli import spans as spans_module
 from ragtrace.cli.diagnostics import Diagnostics
 from ragtrace.cli.reader import TraceReader
@@ -37,7 +37,7 @@ def json_decoder() -> str:
 @pytest.fixture(params=["whole lines", "piecewise"])
 def piecewise(request, monkeypatch) -> bool:
     """Runs a test twice: long lines read whole, and every line read a few spans at a time
-    (``TraceReader._ingest_pieces``, which normally takes only lines of ``PIECEWISE_BYTES`` and up)."""
+    (``ingest.pieces``, which normally takes only lines of ``PIECEWISE_BYTES`` and up)."""
     on = request.param == "piecewise"
     monkeypatch.setattr(reader, "PIECEWISE_BYTES", 0 if on else 1 << 62)
     return on
@@ -272,17 +272,17 @@ def test_long_lines_are_read_a_few_spans_at_a_time(tmp_path, monkeypatch, capsys
     assert path.stat().st_size >= reader.PIECEWISE_BYTES  # read piecewise as it is
 
     pieces, finished_at = [], []
-    read_pieces, finish = reader.TraceReader._ingest_pieces, joiner.TraceJoiner.finish
+    read_pieces, finish = ingest.pieces, joiner.TraceJoiner.finish
 
-    def counted_pieces(self, *args):
+    def counted_pieces(*args):
         pieces.append(args[-1])
-        yield from read_pieces(self, *args)
+        yield from read_pieces(*args)
 
     def recorded_finish(self, trace_id, **options):
         finished_at.append(self.stats.spans)
         return finish(self, trace_id, **options)
 
-    monkeypatch.setattr(reader.TraceReader, "_ingest_pieces", counted_pieces)
+    monkeypatch.setattr(ingest, "pieces", counted_pieces)
     monkeypatch.setattr(joiner.TraceJoiner, "finish", recorded_finish)
     piecewise = _report([path], "msgspec", capsys, "--max-warnings", "1000")
     early = list(finished_at)

@@ -8,18 +8,17 @@ click on a run must open its chunks. A screenshot of the whole page goes to out/
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
+from browser import headless_chromium
 from ragtrace._internal.names import PROXY_METRICS
 
 from .helpers import write_known
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOT = ROOT / "out" / "html-report.png"
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 pytestmark = pytest.mark.heavy
 
 # Every tick label of every chart axis, and the pairs of one axis whose boxes overlap.
@@ -49,21 +48,8 @@ def json_decoder() -> str:
 
 @pytest.fixture(scope="module")
 def browser():
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not shutil.which(p)]
-    assert not missing, f"{missing} missing: apt-get install -y chromium chromium-driver (.ci/run does)"
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync", "--window-size=1280,900"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(120)
-    yield driver
-    driver.quit()
+    with headless_chromium() as driver:
+        yield driver
 
 
 @pytest.fixture

@@ -22,7 +22,17 @@ def _sources(*ids: str) -> str:
     return "Use only these sources and cite them as [n].\n\n" + "\n\n".join(f"[{n}] {DOCS[i]['content']}" for n, i in enumerate(ids, start=1))
 
 
-def openinference(path: Path, *, content: bool = True, prompt: bool = True, answer: str = "BM25 ranks lexically [1].", prompt_text: str | None = None) -> None:
+def openinference(
+    path: Path,
+    *,
+    content: bool = True,
+    prompt: bool = True,
+    answer: str = "BM25 ranks lexically [1].",
+    prompt_text: str | None = None,
+    judge_prompt: str | None = None,
+) -> None:
+    """One RetrievalQA run (d1-d4 retrieved, the answer shown d1, d2); ``judge_prompt``: a judge's
+    model call after the answer, shown that prompt."""
     provider = provider_to(path, service="oi-app")
     tracer = provider.get_tracer("openinference.instrumentation.langchain")
     with tracer.start_as_current_span("RetrievalQA") as root:
@@ -45,6 +55,11 @@ def openinference(path: Path, *, content: bool = True, prompt: bool = True, answ
                     llm.set_attribute(names.indexed(names.OI_LLM_INPUT_MESSAGES, index, names.OI_MESSAGE_CONTENT), text)
             llm.set_attribute(names.indexed(names.OI_LLM_OUTPUT_MESSAGES, 0, names.OI_MESSAGE_ROLE), "assistant")
             llm.set_attribute(names.indexed(names.OI_LLM_OUTPUT_MESSAGES, 0, names.OI_MESSAGE_CONTENT), answer)
+        if judge_prompt is not None:
+            with tracer.start_as_current_span("ChatOpenAI") as judge:
+                judge.set_attribute(names.OI_SPAN_KIND, names.OI_KIND_LLM)
+                judge.set_attribute(names.OI_INPUT_VALUE, judge_prompt)
+                judge.set_attribute(names.indexed(names.OI_LLM_OUTPUT_MESSAGES, 0, names.OI_MESSAGE_CONTENT), "Score: 4")
     provider.shutdown()
 
 
@@ -316,3 +331,26 @@ def test_vercel_ai_sdk_prompt_is_searched(cli, tmp_path):
     assert row["answers"] == 1
     assert (row["retrieved"], row["in_context"], row["cited"]) == (3, 2, 1)
     assert row["recall_proxy_weighted"] == pytest.approx((1 / 2) / (1 + 1 / 2 + 1 / 3))
+
+
+def test_a_citation_to_chunks_found_under_no_readable_label_is_not_measurable(cli, tmp_path):
+    """The chunks are in the prompt, but under labels the search can't read: "[1]" may be d1, so
+    the answer's citations are not scored (it was invalid_citations 1 and recall_proxy 0.0)."""
+    path = tmp_path / "oi.jsonl"
+    unlabelled = "Use these passages.\n\n" + "\n\n".join(f"({word}) {DOCS[i]['content']}" for word, i in (("one", "d1"), ("two", "d2")))
+    openinference(path, prompt_text=unlabelled)
+    row, _ = _row(cli, path)
+    assert (row["retrieved"], row["in_context"]) == (4, 2)
+    assert row["recall_proxy"] is None and row["invalid_citations"] is None
+    assert "citations_unresolved" in row["status"]
+
+
+def test_an_llm_grader_shown_every_chunk_unlabelled_is_not_the_answer(cli, tmp_path):
+    """After the answer (sources labelled), a judge call is shown every retrieved chunk with no
+    labels. Its chunks were never the answer's context: C = {d1, d2}, not all four."""
+    path = tmp_path / "graded.jsonl"
+    every_chunk = "\n\n".join(d["content"] for d in docs("d1", "d2", "d3", "d4"))
+    openinference(path, judge_prompt="Rate 1-5 how well the answer is supported by these passages.\n\n" + every_chunk)
+    row, _ = _row(cli, path)
+    assert (row["retrieved"], row["in_context"], row["cited"]) == (4, 2, 1)
+    assert row["context_precision"] == 0.5 and row["recall_proxy"] == 0.25 and row["answers"] == 1

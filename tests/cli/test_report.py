@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import re
 
 import pytest
 
@@ -327,3 +328,11 @@ def test_every_run_says_how_its_inclusion_was_known(cli, tmp_path):
         assert "~0.67" not in runs["recorded"] and "0.67" in runs["recorded"]  # context precision 2/3
         assert "~0.67" not in runs["declared"]
         assert "~0.67" in runs["located"]
+    page = tmp_path / "methods.html"
+    assert cli("report", "--html", page, path, foreign).code == 0
+    html = page.read_text()
+    cells = {name: row for row in re.findall(r'<tr class="run[^"]*"[^>]*>(.*?)</tr>', html) for name in inclusion if f"<td>{name}</td>" in row}
+    assert '<td class="n">~0.67</td>' in cells["located"]  # context precision 2/3, located: marked as in the text report
+    assert '<td class="n">0.67</td>' in cells["recorded"] and "~" not in cells["recorded"]
+    assert "~" not in cells["declared"] and '<td class="n">~' in cells["What is BM25?"]
+    assert '"~" marks figures resting on located or inferred inclusion' in html

@@ -8,6 +8,7 @@ and its own export file; the report must give the same join for the files in eit
 from __future__ import annotations
 
 import json
+import tracemalloc
 import types
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,8 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 import ragtrace
 from ragtrace._internal import config, generation, names, stage
+from ragtrace.cli.row import Row
+from ragtrace.cli.scores import RUNS_SPOOL_BYTES, Score, ScoreJoin
 
 from .helpers import pipeline, provider_to
 
@@ -230,3 +233,45 @@ def test_eval_leaves_score_spans_out_of_its_runs(cli, exported, tmp_path):
         document = cli("eval", "--golden", golden, "--json", *files).json()
         assert document["inputs"]["runs"] == len(RUNS) + 1  # the same runs with or without the scores
         assert document["inputs"]["runs_not_in_golden_set"] == 1  # "hello"
+
+
+def _rows(start: int, stop: int) -> Any:
+    """Runs of one trace each, made as they are read (so only what the join keeps of them stays)."""
+    for number in range(start, stop):
+        yield Row(f"{number:032x}", f"{number:016x}", "runs.jsonl:1", figures={names.METRIC_RECALL_PROXY: (number % 4) / 4})
+
+
+def _score(number: int, value: float, parent: str | None = None) -> Score:
+    return Score(f"{number:032x}", parent or f"{number:016x}", "groundedness", value, None, "llm")
+
+
+def test_the_join_keeps_no_per_run_state_in_memory():
+    """Scores may come after their runs, but the runs' join fields are spooled, not kept: what the
+    join holds after 100,000 runs is what it holds after 1,000 (it held some 370 bytes per run,
+    37 MB here), and the scores still join the right runs at the end."""
+    join = ScoreJoin(0.5)
+    tracemalloc.start()
+    try:
+        join.add_rows(_rows(0, 1_000))
+        small = tracemalloc.get_traced_memory()[0]
+        join.add_rows(_rows(1_000, 100_000))
+        large = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert large - small < RUNS_SPOOL_BYTES + 512 * 1024
+    scores = [_score(number, value) for number, value in ((3, 0.9), (99_998, 0.1), (50_001, 0.7), (40, 0.2))]
+    scores.append(_score(100_001, 0.9))  # no such run
+    join._scores.extend(scores)  # noqa: SLF001 - as take() adds them, without building score spans
+    join.finish()
+    summary = join.summaries()["groundedness"]
+    assert (summary.runs, summary.unjoined) == (4, 1)
+    quadrants = {key: quadrant.example_ids() for key, quadrant in summary.quadrants.items() if quadrant.runs}
+    # proxies (n % 4) / 4 against the bar 0.5: 3 -> 0.75, 99,998 -> 0.5, 50,001 -> 0.25, 40 -> 0.0
+    assert quadrants == {
+        "healthy": [f"{3:032x}"],
+        "claims_beyond_sources": [f"{99_998:032x}"],
+        "right_without_retrieval": [f"{50_001:032x}"],
+        "broken": [f"{40:032x}"],
+    }
+    with pytest.raises(ValueError, match="after close"):
+        join.add_rows(_rows(0, 1))

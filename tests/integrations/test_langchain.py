@@ -5,9 +5,11 @@ way LangChain's docs build it and turned on with one line (the ``langchain_on`` 
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import math
+import uuid
 
 import pytest
 from langchain_classic.chains import create_history_aware_retriever, create_retrieval_chain
@@ -97,6 +99,53 @@ def test_lcel_chain_gets_a_root_stage_spans_and_figures(spans, store):
     assert (got["retrieved"], got["in_context"], got["cited"]) == (3, 3, 1)
     assert math.isclose(got["recall_proxy"], 1 / 3) and got["context_precision"] == 1.0
     assert math.isclose(got["context_utilization"], 1 / 3)
+
+
+def test_the_automatic_root_is_a_pipeline_its_invalid_citation_counts_and_gets_no_hint(spans, store, caplog):
+    """Issue 16 item 15's hint is for stages outside any pipeline; a chain run with no
+    rag_pipeline of the user's runs inside the automatic root, so a made-up label is invalid."""
+    caplog.set_level(logging.WARNING, logger="ragtrace")
+    lcel_chain(store, "Refunds take 5 business days [9].").invoke(QUESTION)
+    generated = spans.one("generate").attributes
+    assert generated["rag.citation.invalid_count"] == 1 and "rag.citation.status" not in generated
+    root = spans.one("pipeline").attributes
+    assert root["rag.metrics.invalid_citations"] == 1 and "outside_pipeline" not in root.get("rag.metrics.status", "")
+    assert not [r for r in caplog.records if "outside any rag_pipeline" in r.getMessage()]
+
+
+def _holders_of(marker: str) -> list[str]:
+    """Objects gc tracks that still refer to a string holding ``marker`` (see test_no_leak.py)."""
+    gc.collect()
+    found = []
+    for holder in gc.get_objects():
+        if any(type(r) is str and marker in r and r is not marker for r in gc.get_referents(holder)):
+            found.append(type(holder).__qualname__)
+    return found
+
+
+def _redacted_chain_run(marker: str, inside_a_pipeline: bool) -> None:
+    """A retrieval chain over documents, a question and an answer that carry ``marker``; the
+    store and the chain are dropped on return."""
+    store = InMemoryVectorStore(DeterministicFakeEmbedding(size=32))
+    store.add_documents([Document(page_content=f"{marker} passage {i}", id=f"kb-{i}") for i in range(4)])
+    chain = retrieval_chain(store, f"{marker} says [kb-1].")
+    if inside_a_pipeline:
+        with ragtrace.rag_pipeline("users", query="q") as run:
+            chain.invoke({"input": f"{marker} asks"})
+        assert run.metrics["retrieved"] == 3
+    else:
+        chain.invoke({"input": f"{marker} asks"})
+
+
+@pytest.mark.parametrize("inside_a_pipeline", [False, True], ids=["automatic root", "user pipeline"])
+def test_nothing_of_a_chain_run_is_kept_once_its_pipeline_is_over(spans, inside_a_pipeline):
+    """Issue 16 item 9 for the integration: the scope a user's pipeline shares across framework
+    calls (documents, rendered texts, the answer) was kept for the last 64 pipelines."""
+    ragtrace.configure(tracer_provider=spans.provider, capture_content="redact")
+    marker = "mk" + uuid.uuid4().hex
+    _redacted_chain_run(marker, inside_a_pipeline)
+    assert spans.by_stage("assemble")  # the chain was traced
+    assert _holders_of(marker) == []
 
 
 # --- create_stuff_documents_chain / create_retrieval_chain: each document's rendering is declared --

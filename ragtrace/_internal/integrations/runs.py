@@ -11,7 +11,6 @@ outermost chain opens a pipeline of its own (the automatic root) and closes it w
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -26,7 +25,6 @@ from ..pipeline import RagPipeline
 from ..stage import Stage
 
 _S = TypeVar("_S", bound=Stage)
-_USER_SCOPES = 64  # user pipelines remembered across separate outermost runs (bounded)
 
 
 @dataclass(eq=False)
@@ -54,7 +52,6 @@ class Runs:
     def __init__(self, tracer_provider: trace.TracerProvider | None = None) -> None:
         self.tracer_provider = tracer_provider
         self._runs: dict[Hashable, Run] = {}
-        self._user_scopes: OrderedDict[int, Scope] = OrderedDict()
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -114,15 +111,14 @@ class Runs:
         return Scope(trace.set_span_in_context(root.span), root.state, root=root)
 
     def _user_scope(self, state: state_module.PipelineState) -> Scope:
-        """One scope per user pipeline, so separate framework calls inside it share bookkeeping."""
+        """One scope per user pipeline, so separate framework calls inside it share bookkeeping.
+        It is kept on the pipeline's state, so it ends with the pipeline: its documents and
+        rendered texts are content, never held after it (issue 16 item 9)."""
         with self._lock:
-            scope = self._user_scopes.get(id(state))
-            if scope is None or scope.state is not state:
-                scope = self._user_scopes[id(state)] = Scope(otel_context.get_current(), state)
-                if len(self._user_scopes) > _USER_SCOPES:
-                    self._user_scopes.popitem(last=False)
+            scope = state.scopes.get(self)
+            if scope is None:
+                scope = state.scopes[self] = Scope(otel_context.get_current(), state)
             else:
-                self._user_scopes.move_to_end(id(state))
                 scope.context = otel_context.get_current()
             return scope
 

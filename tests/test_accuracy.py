@@ -1,0 +1,53 @@
+"""The accuracy benchmark's known-answer scenarios, run small: recorded and declared inclusion are
+exactly right on every one (markdown stripped, re-wrapped, truncated, chat messages, a JSON-escaped
+request body, duplicate chunks, instructions that repeat a chunk's text, an LLM grader).
+
+``bench/bench_accuracy.py`` runs the same set larger and prints located and inferred beside them;
+those two are searches, so they are measured there, not required here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench" / "bench_accuracy.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_accuracy", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    yield module
+    sys.modules.pop(spec.name, None)
+
+
+def test_recorded_and_declared_are_exactly_right_on_every_scenario(bench):
+    totals, per = bench.measure(per_scenario=3, seed=11)
+    assert len(per) == len(bench.SCENARIOS) == 9
+    for name, scores in per.items():
+        for method in ("recorded", "declared"):
+            score = scores[method]
+            assert score.traces == 3, (name, method)
+            assert (score.precision, score.recall, score.cite_precision, score.cite_recall) == (1.0, 1.0, 1.0, 1.0), (name, method)
+            assert score.right == 3 and not score.wrong_examples, (name, method, score.wrong_examples)
+    for method in bench.METHODS:  # every method saw every request, inferred through ragtrace report's reader
+        assert totals[method].traces == 27, method
+        assert totals[method].tp > 0
+
+
+def test_the_scoring_catches_a_wrong_figure(bench):
+    """The benchmark can fail: a reading that misses a chunk and adds another is wrong, not right."""
+    truth = bench.Truth(["a", "b", "c"], {"a", "b"}, {"a"}, 0)
+    score = bench.Score()
+    score.add(truth, bench.Reading({"a", "c"}, {"a"}, truth.figures()), "exact figures, wrong ids")
+    off = dict(truth.figures(), in_context=3)
+    score.add(truth, bench.Reading({"a", "b"}, {"a"}, off), "one figure off")
+    score.add(truth, bench.Reading({"a", "b"}, {"a"}, {k: v for k, v in truth.figures().items() if k != "recall_proxy"}), "left out")
+    assert (score.tp, score.fp, score.fn) == (5, 1, 1)
+    assert (score.right, score.wrong, score.unmeasured) == (1, 1, 1) and not score.exact
