@@ -345,6 +345,21 @@ def test_stages_outside_any_span_are_traces_of_their_own_and_the_answer_says_why
     assert len(hints) == 1 and "rag_pipeline(" in hints[0] and "context=ctx" in hints[0]
 
 
+def test_inside_a_pipeline_with_no_context_a_citation_is_not_counted_invalid_on_the_span(spans):
+    """No assembly recorded: nothing a label could resolve against, so the span carries no invalid
+    count (it said 1 while the figures said no_context)."""
+    with ragtrace.rag_pipeline("no-assembly") as run:
+        with ragtrace.retrieve() as r:
+            r.record(DOCS[:1])
+        with ragtrace.generate(model="m", prompt="[1] Paris.\nQ?") as g:
+            g.record("Paris [1].")
+    attributes = spans.one("generate").attributes
+    assert attributes[names.RAG_METRICS_STATUS] == "no_context" and "no_context" in run.status
+    assert names.RAG_CITATION_INVALID_COUNT not in attributes
+    assert names.RAG_CITATION_INVALID_LABELS not in attributes
+    assert attributes[names.RAG_CITATION_FORMAT] == "inline"  # what was parsed is still said
+
+
 def test_non_answer_generations_are_left_out(spans):
     with ragtrace.rag_pipeline("grader") as run:
         with ragtrace.generate(role="rewrite") as rewrite:

@@ -252,9 +252,9 @@ class Generate(Stage):
                     names.RAG_CITATION_CONFORMANT: citations.conformant,
                 }
             )
-        if citations is not None and self.citation_status is None:
-            # the split needs the context: without one, nothing can be in or out of it
-            out_of_context = self.answer.out_of_context_citations if self.answer is not None and context is not None else None
+        if citations is not None and self.citation_status is None and context is not None:
+            # invalid means "names no chunk of the context": without a context it is not measured
+            out_of_context = self.answer.out_of_context_citations if self.answer is not None else None
             attrs.set_many(
                 {
                     names.RAG_CITATION_INVALID_COUNT: citations.invalid_count,
