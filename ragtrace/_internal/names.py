@@ -331,6 +331,7 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(GEN_AI_REQUEST_STREAM, "boolean", "generate", False, "True when the output was streamed."),
     AttributeInfo(GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, "double", "generate", False, "Streams: seconds from the call to the first chunk."),
     AttributeInfo(GEN_AI_WORKFLOW_NAME, "string", "pipeline", False, "The rag_pipeline name."),
+    AttributeInfo(GEN_AI_CONVERSATION_ID, "string", "pipeline", False, "rag_pipeline(session_id=), as the GenAI semconv names it (never made up when absent)."),
     AttributeInfo(GEN_AI_DATA_SOURCE_ID, "string", "retrieve", False, "Data source (index, collection) searched."),
     AttributeInfo(GEN_AI_RETRIEVAL_TOP_K, "int", "retrieve", False, "How many documents the retriever was asked for."),
     AttributeInfo(GEN_AI_RETRIEVAL_QUERY_TEXT, "string", "retrieve", True, "The retrieval query."),
