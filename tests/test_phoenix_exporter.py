@@ -107,7 +107,7 @@ def test_without_the_extra_configure_says_which_to_install(monkeypatch: pytest.M
         ragtrace.configure(exporter="phoenix:http://127.0.0.1:6006")
 
 
-def test_configure_puts_the_exporters_project_in_its_resource() -> None:
+def test_configure_puts_the_exporters_project_in_its_resource(global_provider_slot) -> None:
     exporter = PhoenixExporter(f"http://127.0.0.1:{closed_port()}", project="support-bot", timeout=0.5)
     provider = ragtrace.configure(service_name="svc", exporter=exporter)
     assert provider is not None

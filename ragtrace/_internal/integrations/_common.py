@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import suppress
+from contextvars import ContextVar, Token
 
 import wrapt
 from opentelemetry import context as otel_context
@@ -13,12 +15,35 @@ from ..guard import guard
 from ..stage import Stage
 
 
+# a framework model call in progress in this context (LangChain's callbacks can't make its span
+# current: the model runs between two callbacks). Reset when the call ends; where the end callback
+# runs in another context (``ainvoke``), the value left behind is a closed stage, which counts as none.
+_framework_generation: ContextVar[Stage | None] = ContextVar("ragtrace_framework_generation", default=None)
+
+
 def inside_generation() -> bool:
-    """Is the current span a ragtrace generate span? Then an LLM call made inside it (the user's
-    ``with ragtrace.generate()``, or a framework LLM calling the OpenAI SDK) is already recorded
-    there. A span that is not recording (sampled out, tracing off) can't tell, and says no."""
+    """Is a ragtrace generate stage open for the call being made? The current span is one (the
+    user's ``with ragtrace.generate()``, a LlamaIndex LLM call), or a framework model call is in
+    progress in this context (a LangChain chat model such as ``ChatOpenAI``). Then an LLM call made
+    inside it is already recorded there. A span that is not recording (sampled out, tracing off)
+    can't tell, and says no."""
+    framework = _framework_generation.get()
+    if framework is not None and not framework.closed:
+        return True
     attributes = getattr(trace.get_current_span(), "attributes", None)
     return isinstance(attributes, Mapping) and attributes.get(names.RAG_STAGE) == names.STAGE_GENERATE
+
+
+def generating(stage: Stage) -> Token[Stage | None]:
+    """Mark ``stage`` as the framework model call in progress in this context (``inside_generation``)."""
+    return _framework_generation.set(stage)
+
+
+def generated(token: Token[Stage | None]) -> None:
+    """Undo ``generating``; from another context (LangChain's async end callbacks) there is
+    nothing to undo: the stage left there is closed."""
+    with suppress(ValueError):
+        _framework_generation.reset(token)
 
 
 class _CurrentSpan(wrapt.ObjectProxy):  # type: ignore[misc]
