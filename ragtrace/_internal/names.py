@@ -147,6 +147,7 @@ RAG_CITATION_INVALID_COUNT: Final = "rag.citation.invalid_count"
 RAG_CITATION_INVALID_LABELS: Final = "rag.citation.invalid_labels"
 RAG_CITATION_OUT_OF_CONTEXT_COUNT: Final = "rag.citation.out_of_context_count"
 RAG_CITATION_UNKNOWN_COUNT: Final = "rag.citation.unknown_count"
+RAG_CITATION_OUT_OF_CONTEXT_IDS: Final = "rag.citation.out_of_context_ids"
 RAG_CITATION_STATUS: Final = "rag.citation.status"  # why this answer's citations are not scored
 RAG_CITATION_FORMAT: Final = "rag.citation.format"
 RAG_CITATION_CONFORMANT: Final = "rag.citation.conformant"
@@ -389,6 +390,7 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(RAG_CITATION_INVALID_LABELS, "string[]", "generate", False, "The labels of invalid citations."),
     AttributeInfo(RAG_CITATION_OUT_OF_CONTEXT_COUNT, "int", "generate", False, "Invalid citations naming a retrieved chunk that was not in the context (by its id, or a declared label that did not reach the prompt)."),
     AttributeInfo(RAG_CITATION_UNKNOWN_COUNT, "int", "generate", False, "Invalid citations naming nothing retrieved."),
+    AttributeInfo(RAG_CITATION_OUT_OF_CONTEXT_IDS, "string[]", "generate", False, "The retrieved chunks the out-of-context citations name, first-cited first (absent when none)."),
     AttributeInfo(RAG_CITATION_STATUS, "string", "generate", False, "Why the answer's citations are not scored: answer_unreadable, citation_pattern_failed, citations_unresolved, internal_error, state_evicted or outside_pipeline (absent when scored)."),
     AttributeInfo(RAG_CITATION_FORMAT, "string", "generate", False, "json, inline or none."),
     AttributeInfo(RAG_CITATION_CONFORMANT, "boolean", "generate", False, "False when the answer has no parseable citation."),
