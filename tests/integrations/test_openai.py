@@ -132,6 +132,20 @@ def test_a_stream_closed_early_ends_its_span(instrumented, chat_server):
     assert json.loads(generated.attributes["gen_ai.output.messages"])[0]["parts"][0]["content"] == "Refunds "
 
 
+def test_a_stream_the_app_drops_unfinished_ends_its_span_with_what_was_read(instrumented, chat_server):
+    import gc
+
+    url, _ = chat_server
+    with ragtrace.rag_pipeline("openai-app", query=QUESTION):
+        stream = client(url).chat.completions.create(model="gpt-4o-mini", messages=assembled_messages(), stream=True)
+        read = [next(stream), next(stream)]
+        del stream
+        gc.collect()
+        generated = instrumented.one("generate")  # the shared passthrough proxy ends it when dropped
+    assert [c.choices[0].delta.content for c in read] == ["", "Refunds "]
+    assert json.loads(generated.attributes["gen_ai.output.messages"])[0]["parts"][0]["content"] == "Refunds "
+
+
 def test_the_apps_error_passes_through_and_is_recorded(instrumented):
     with pytest.raises(openai.APIConnectionError):
         with ragtrace.rag_pipeline("openai-app"):

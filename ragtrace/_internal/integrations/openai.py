@@ -4,8 +4,9 @@ generate span, scored against the pipeline's latest assembly.
 The SDK has no callback system, so ``create`` is wrapped with wrapt at class level
 (``Completions.create`` and ``AsyncCompletions.create``): clients built before ``instrument()``
 are covered too. The app gets the SDK's own return value: a completion, or its ``Stream`` /
-``AsyncStream`` behind a transparent proxy that records each chunk as the app reads it (never
-reading ahead) and ends the span when the stream ends or is closed. A call made inside a ragtrace
+``AsyncStream`` behind the transparent proxy every traced stream gets (``passthrough``), which
+times each chunk as the app reads it (never reading ahead) and ends the span with the chunks read
+when the stream ends, is closed or is dropped. A call made inside a ragtrace
 generate span that is already open (the user's ``with ragtrace.generate()``, or a framework
 integration's LLM call) is left to that span, so nothing is recorded twice.
 """
@@ -21,6 +22,7 @@ from opentelemetry.instrumentation.utils import unwrap
 
 from ..generation import Generate
 from ..guard import call_guarded, guard, warn_once
+from ..passthrough import record_as_consumed
 from ._common import inside_generation
 from .base import RagtraceInstrumentor
 
@@ -74,20 +76,25 @@ def _text(value: Any) -> str | None:
 
 
 def _returned(stage: Generate, result: Any, stream: bool) -> Any:
-    """Record a completion and end the span, or hand back the stream behind a recording proxy."""
+    """Record a completion and end the span, or hand back the stream behind a recording proxy
+    (``passthrough``: the chunks the app reads are the answer; the span ends with the stream)."""
     stage.detach()
-    if stream and hasattr(result, "__next__"):
-        stage.stream_done(())  # marks the request as streamed; pieces arrive through the proxy
-        return _Stream(result, stage)
-    if stream and hasattr(result, "__anext__"):
-        stage.stream_done(())
-        return _AsyncStream(result, stage)
+    if stream:
+        proxy = record_as_consumed(result, stage, lambda chunks, error: _streamed(stage, chunks, error))
+        if proxy is not None:
+            return proxy
     if getattr(result, "choices", None) is not None:
         stage.record(result)
     else:  # with_raw_response / with_streaming_response: an HTTP response, not read here
         warn_once("openai-raw", "an OpenAI call returned %s, not a completion: its answer is not measured", type(result).__name__)
     stage.close()
     return result
+
+
+def _streamed(stage: Generate, chunks: list[Any] | None, error: BaseException | None) -> None:
+    with guard("openai stream"):
+        stage.stream_done(chunks or ())
+        stage.close(error)
 
 
 def _failed(stage: Generate, error: BaseException) -> None:
@@ -123,93 +130,3 @@ def _async_wrapper(provider: trace.TracerProvider | None) -> Any:
         return call_guarded("openai instrumentation", _returned, stage, result, bool(kwargs.get("stream")), default=result)
 
     return create
-
-
-# --- streams ------------------------------------------------------------------------------------
-class _Stream(wrapt.ObjectProxy):  # type: ignore[misc]
-    """The SDK's ``Stream``, unchanged (``isinstance`` still holds), recording chunks as they are read."""
-
-    def __init__(self, stream: Any, stage: Generate) -> None:
-        super().__init__(stream)
-        self._self_stage = stage
-
-    def __iter__(self) -> Any:
-        return self
-
-    def __next__(self) -> Any:
-        try:
-            chunk = self.__wrapped__.__next__()
-        except StopIteration:
-            self._self_end(None)
-            raise
-        except BaseException as error:
-            self._self_end(error)
-            raise
-        with guard("openai stream"):
-            self._self_stage.add_piece(chunk)
-        return chunk
-
-    def __enter__(self) -> Any:
-        self.__wrapped__.__enter__()
-        return self
-
-    def __exit__(self, *exc_info: Any) -> Any:
-        try:
-            return self.__wrapped__.__exit__(*exc_info)
-        finally:
-            self._self_end(None)
-
-    def close(self) -> None:
-        try:
-            self.__wrapped__.close()
-        finally:
-            self._self_end(None)
-
-    def _self_end(self, error: BaseException | None) -> None:
-        """End the span once: at the stream's end, on its error, or when the app closes it early."""
-        with guard("openai stream"):
-            self._self_stage.close(error)
-
-
-class _AsyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
-    """The SDK's ``AsyncStream``, unchanged, recording chunks as they are read."""
-
-    def __init__(self, stream: Any, stage: Generate) -> None:
-        super().__init__(stream)
-        self._self_stage = stage
-
-    def __aiter__(self) -> Any:
-        return self
-
-    async def __anext__(self) -> Any:
-        try:
-            chunk = await self.__wrapped__.__anext__()
-        except StopAsyncIteration:
-            self._self_end(None)
-            raise
-        except BaseException as error:
-            self._self_end(error)
-            raise
-        with guard("openai stream"):
-            self._self_stage.add_piece(chunk)
-        return chunk
-
-    async def __aenter__(self) -> Any:
-        await self.__wrapped__.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc_info: Any) -> Any:
-        try:
-            return await self.__wrapped__.__aexit__(*exc_info)
-        finally:
-            self._self_end(None)
-
-    async def close(self) -> None:
-        try:
-            await self.__wrapped__.close()
-        finally:
-            self._self_end(None)
-
-    def _self_end(self, error: BaseException | None) -> None:
-        with guard("openai stream"):
-            self._self_stage.close(error)
