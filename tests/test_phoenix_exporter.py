@@ -11,6 +11,9 @@ import sys
 import time
 
 import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExportResult
@@ -19,6 +22,14 @@ import ragtrace
 from loopback import QuietHandler, serve
 from ragtrace._internal import names
 from ragtrace.exporters import PhoenixExporter
+
+
+@pytest.fixture(autouse=True)
+def _global_provider_slot(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``configure(exporter=...)`` installs its provider globally (once per process): take it away
+    after each test, or every later test runs traced (tests/test_scores.py's untraced run did)."""
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", None)
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER_SET_ONCE", trace.Once())
 
 
 def closed_port() -> int:
@@ -76,6 +87,27 @@ def test_a_phoenix_that_is_down_never_reaches_the_app(down, caplog: pytest.LogCa
     assert exporter.dropped_annotations == 2 * PER_PIPELINE
     assert [r for r in caplog.records if "annotation queue is full" in r.getMessage()].__len__() == 1
     assert exporter.sent_annotations == 0
+
+
+def test_dropped_annotations_are_an_otel_counter_on_the_apps_meter_provider(down) -> None:
+    exporter, provider = down
+    reader = InMemoryMetricReader()
+    ragtrace.configure(tracer_provider=provider, meter_provider=MeterProvider(metric_readers=[reader]))
+    for n in range(5):  # 5 pipelines' worth offered to a queue of 3, on one failing export each
+        one_pipeline(n)
+        provider.force_flush(30_000)
+    data = reader.get_metrics_data()
+    points = [
+        point
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name == names.METRIC_PHOENIX_DROPPED_ANNOTATIONS
+        for point in metric.data.data_points
+    ]
+    assert exporter.dropped_annotations == 2 * PER_PIPELINE
+    assert [p.value for p in points] == [exporter.dropped_annotations]
+    reader.shutdown()
 
 
 def test_export_returns_failure_and_never_raises(down) -> None:

@@ -207,6 +207,7 @@ METRIC_CONTEXT_TOKENS: Final = "rag.context.tokens"
 METRIC_RECALL_PROXY_HISTOGRAM: Final = "rag.recall_proxy"
 METRIC_CONTEXT_PRECISION_HISTOGRAM: Final = "rag.context_precision"
 METRIC_EMPTY_RETRIEVALS: Final = "rag.retrieval.empty"
+METRIC_PHOENIX_DROPPED_ANNOTATIONS: Final = "rag.phoenix.annotations.dropped"  # PhoenixExporter's full queue
 # streaming generations (the v1.41 names, which backends read today; see module docstring)
 METRIC_TIME_TO_FIRST_CHUNK: Final = "gen_ai.client.operation.time_to_first_chunk"
 METRIC_TIME_PER_OUTPUT_CHUNK: Final = "gen_ai.client.operation.time_per_output_chunk"
@@ -460,6 +461,7 @@ METRICS: Final[tuple[MetricInfo, ...]] = (
     MetricInfo(METRIC_RECALL_PROXY_HISTOGRAM, "histogram", "1", "Cited-chunk recall proxy per pipeline."),
     MetricInfo(METRIC_CONTEXT_PRECISION_HISTOGRAM, "histogram", "1", "Context precision per pipeline."),
     MetricInfo(METRIC_EMPTY_RETRIEVALS, "counter", "{retrieval}", "Retrievals that returned nothing."),
+    MetricInfo(METRIC_PHOENIX_DROPPED_ANNOTATIONS, "counter", "{annotation}", "PhoenixExporter: annotations dropped from its full queue, oldest first (also PhoenixExporter.dropped_annotations)."),
     MetricInfo(METRIC_TIME_TO_FIRST_CHUNK, "histogram", "s", "Streamed generations: from the generate span's start to the first chunk."),
     MetricInfo(METRIC_TIME_PER_OUTPUT_CHUNK, "histogram", "s", "Streamed generations: one value per chunk after the first, the time since the previous chunk."),
     MetricInfo(METRIC_SCORE_PREFIX + "<name>", "histogram", "1", "record_score: the judge scores of that name."),
