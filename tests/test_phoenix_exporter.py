@@ -11,7 +11,6 @@ import sys
 import time
 
 import pytest
-from opentelemetry import trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.resources import Resource
@@ -22,14 +21,6 @@ import ragtrace
 from loopback import QuietHandler, serve
 from ragtrace._internal import names
 from ragtrace.exporters import PhoenixExporter
-
-
-@pytest.fixture(autouse=True)
-def _global_provider_slot(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``configure(exporter=...)`` installs its provider globally (once per process): take it away
-    after each test, or every later test runs traced (tests/test_scores.py's untraced run did)."""
-    monkeypatch.setattr(trace, "_TRACER_PROVIDER", None)
-    monkeypatch.setattr(trace, "_TRACER_PROVIDER_SET_ONCE", trace.Once())
 
 
 def closed_port() -> int:
