@@ -9,7 +9,8 @@ floor any callback-based instrumentor pays LangChain for dispatching its events)
 ``LangChainInstrumentor``) and ``both``. Every mode exports to the same SDK TracerProvider with a
 processor that drops the spans, so the figures are the instrumentation's own work plus span
 creation. Figures: medians of per-round wall time per call (the chain runs its parallel step in
-a thread pool, so CPU time of one thread would miss work), and ratios of the round medians.
+a thread pool, so CPU time of one thread would miss work), and ratios of the round medians
+(the rotation and the table: ``bench/interleaved.py``).
 No target: figures to report (docs/integrations.md).
 
     python bench/bench_langchain.py
@@ -22,14 +23,12 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import gc  # noqa: E402
-import statistics  # noqa: E402
 import sys  # noqa: E402
-import time  # noqa: E402
 import warnings  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from contextvars import ContextVar  # noqa: E402
 
@@ -46,6 +45,7 @@ from langchain_core.tracers.context import register_configure_hook  # noqa: E402
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider  # noqa: E402
 
 import ragtrace  # noqa: E402
+from interleaved import medians, table  # noqa: E402
 
 # OpenInference trips LangChain's ".text() as a method" deprecation warning on every call, inside
 # LangChain's own always-show filter: not shown here, so the table stays readable
@@ -92,36 +92,14 @@ def switch(mode: str, provider: TracerProvider) -> None:
         OpenInferenceInstrumentor().instrument(tracer_provider=provider)
 
 
-def per_call(app, calls: int) -> float:
-    gc.collect()
-    started = time.perf_counter()
-    for _ in range(calls):
-        app.invoke(QUESTION)
-    return (time.perf_counter() - started) / calls
-
-
 def main() -> int:
     provider = TracerProvider()
     provider.add_span_processor(Drop())
     ragtrace.configure(tracer_provider=provider)
     app = chain()
-    rounds: dict[str, list[float]] = {mode: [] for mode in MODES}
-    for mode in MODES:
-        switch(mode, provider)
-        per_call(app, WARMUP)
-    for repeat in range(REPEATS):
-        for mode in MODES[repeat % len(MODES):] + MODES[: repeat % len(MODES)]:  # rotate the order
-            switch(mode, provider)
-            rounds[mode].append(per_call(app, CALLS))
-    switch("plain", provider)
-    median = {mode: statistics.median(values) for mode, values in rounds.items()}
-
-    print(f"LangChain LCEL RAG chain, {CALLS} calls x {REPEATS} rounds per mode (median wall time per call)")
-    print(f"{'mode':<15}{'us/call':>10}{'added us':>10}{'x plain':>9}")
-    for mode in MODES:
-        print(f"{mode:<15}{median[mode] * 1e6:>10.0f}{(median[mode] - median['plain']) * 1e6:>10.0f}{median[mode] / median['plain']:>9.2f}")
-    print(f"ragtrace / openinference: {median['ragtrace'] / median['openinference']:.2f}x "
-          f"(added time {(median['ragtrace'] - median['plain']) / max(median['openinference'] - median['plain'], 1e-12):.2f}x)")
+    median = medians(MODES, lambda mode: switch(mode, provider), lambda: app.invoke(QUESTION), calls=CALLS, repeats=REPEATS, warmup=WARMUP)
+    table(f"LangChain LCEL RAG chain, {CALLS} calls x {REPEATS} rounds per mode (median wall time per call)", median)
+    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 
 

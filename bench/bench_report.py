@@ -218,6 +218,7 @@ def main() -> int:
         print(json.dumps(measure(Path(args.measure), args.decoder, Path(args.root))))
         return 0
 
+    load_at_start = os.getloadavg()[0]
     sys.path.insert(0, str(_ROOT))
     from ragtrace.cli import compiled
     from ragtrace.cli.reader import AUTO_DECODER, fast_decoder_available
@@ -277,7 +278,8 @@ def main() -> int:
                 leftover.unlink()
             workdir.rmdir()
 
-    print(f"content mode: {args.content}; CPython {sys.version.split()[0]}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    load = f"load average {load_at_start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end, on {os.cpu_count()} CPUs"
+    print(f"content mode: {args.content}; CPython {sys.version.split()[0]}; {load}")
     print(f"{'condition':>9} {'build':>8} {'decoder':>8} {'spans':>10} {'traces':>9} {'MB':>6} {'B/span':>7} {'wall s':>7} {'CPU s':>7} {'user s':>7} {'sys s':>6} {'spans/CPU-s':>12} {'spans/wall-s':>13} {'peak RSS MB':>12}")
     for row in sorted(rows, key=lambda r: (conditions.index(r["condition"]), builds.index(r["build"]), decoders.index(r["decoder"]), r["spans"])):
         print(

@@ -9,6 +9,7 @@ from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
 import pytest
+from opentelemetry import trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -132,3 +133,11 @@ def pytest_terminal_summary(terminalreporter) -> None:
         if "ready" in _timings:
             parts.append(f"server ready {_timings['ready']:.1f} s")
         terminalreporter.write_line("phoenix backend: " + ", ".join(parts))
+
+
+@pytest.fixture
+def global_provider_slot(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lets a test install a global TracerProvider (``configure(exporter=...)`` does) and takes it
+    away afterwards: the API sets it once per process, so a leaked one traces every later test."""
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", None)
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER_SET_ONCE", trace.Once())

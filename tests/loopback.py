@@ -54,6 +54,9 @@ class ChatCompletions(QuietHandler):
     def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
         body = json.loads(self.body())
         self.received.append({"path": self.path, "authorization": self.headers.get("Authorization"), "body": body})
+        if self.path == "/v1/responses":
+            self.answer_responses(body)
+            return
         if self.path != "/v1/chat/completions":
             self.send_error(404)
             return
@@ -80,6 +83,28 @@ class ChatCompletions(QuietHandler):
             self.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
             self.wfile.flush()
         self.wfile.write(b"data: [DONE]\n\n")
+
+    def answer_responses(self, body: dict[str, Any]) -> None:
+        """``POST /v1/responses``: a Response, or its SSE events (text deltas, then completed)."""
+        message = {"type": "message", "id": "msg-1", "role": "assistant", "status": "completed",
+                   "content": [{"type": "output_text", "text": self.answer, "annotations": []}]}
+        usage = {"input_tokens": 42, "output_tokens": 9, "total_tokens": 51,
+                 "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}}
+        response = {"id": "resp-test-1", "object": "response", "created_at": 1_700_000_000, "status": "completed",
+                    "model": body["model"] + "-2024-07-18", "output": [message], "usage": usage,
+                    "parallel_tool_calls": True, "tool_choice": "auto", "tools": []}
+        if not body.get("stream"):
+            self.reply(json.dumps(response).encode(), "application/json")
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        events = [{"type": "response.output_text.delta", "item_id": "msg-1", "output_index": 0, "content_index": 0, "delta": p, "logprobs": []}
+                  for p in re.findall(r"\S+\s*", self.answer)]
+        events.append({"type": "response.completed", "response": response})
+        for number, event in enumerate(events):
+            self.wfile.write(f"event: {event['type']}\n".encode() + b"data: " + json.dumps({**event, "sequence_number": number}).encode() + b"\n\n")
+            self.wfile.flush()
 
 
 def serve_chat(answer: str = ANSWER) -> Iterator[tuple[str, list[dict[str, Any]]]]:

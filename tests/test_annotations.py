@@ -50,6 +50,7 @@ def test_marks_follow_the_assembly_the_answer_was_shown() -> None:
     assert marks[(0, annotations.IN_PROMPT)]["score"] == 0.0  # "a" was only in the draft
     assert marks[(1, annotations.IN_PROMPT)] == {"score": 1.0, "label": "placed", "explanation": "in the prompt at position 1 of 1 as [1]"}
     assert marks[(1, annotations.CITED)]["label"] == "cited" and marks[(0, annotations.CITED)]["label"] == "not cited"
+    assert not any(names.RAG_CITATION_OUT_OF_CONTEXT_IDS in s.attributes for s in finished(two_assemblies))  # none: absent
     metadata = {(a.document_position, a.name): a.metadata for a in found if a.kind == annotations.DOCUMENT}
     assert metadata[(1, annotations.IN_PROMPT)] == {"source": "ragtrace", "chunk_id": "b", "stage": "retrieve", "prompt_position": 1, "citation_label": "1"}
     assert metadata[(0, annotations.IN_PROMPT)] == {"source": "ragtrace", "chunk_id": "a", "stage": "retrieve"}
@@ -78,3 +79,35 @@ def test_traces_whose_root_never_ends_are_given_up_oldest_first() -> None:
     assert marks.add(1, "00000000000000f1", root) == []  # trace 1 was given up
     (only,) = marks.add(3, "00000000000000f3", root)  # no assembly, no answer: placement unknown
     assert only.result == {"label": "not measurable", "explanation": "not measurable: no context assembly was recorded"}
+
+
+def cites_outside_the_context() -> None:
+    """The answer cites "doc-c" by its id and [3], a declared label whose text never reached the
+    prompt: both retrieved chunks the model was not shown (out-of-context citations)."""
+    with ragtrace.rag_pipeline("outside", query="q"):
+        with ragtrace.retrieve("q") as r:
+            r.record([{"id": "doc-" + i, "content": text} for i, text in (("a", "alpha"), ("b", "beta"), ("c", "gamma"), ("d", "delta"))])
+        with ragtrace.assemble() as ctx:
+            ctx.place(r.chunks[0], "alpha", label="1")
+            ctx.place(r.chunks[3], "delta", label="3")  # declared, but the prompt below does not show it
+            ctx.set_prompt("[1] alpha\nQ: q")
+        with ragtrace.generate(model="m", prompt="[1] alpha\nQ: q") as g:
+            g.record("Alpha [1], gamma [doc-c], delta [3].")
+
+
+def test_a_document_cited_outside_the_context_says_so() -> None:
+    spans = finished(cites_outside_the_context)
+    root = next(s for s in spans if s.attributes[names.RAG_STAGE] == names.STAGE_PIPELINE)
+    assert root.attributes[names.metric_attribute(names.METRIC_OUT_OF_CONTEXT_CITATIONS)] == 2
+    answer = next(s for s in spans if s.attributes[names.RAG_STAGE] == names.STAGE_GENERATE)
+    assert answer.attributes[names.RAG_CITATION_OUT_OF_CONTEXT_IDS] == ("doc-c", "doc-d")  # by id, by unshown label
+    marks = {(a.document_position, a.name): a.result for a in derive(spans) if a.kind == annotations.DOCUMENT}
+    assert marks[(0, annotations.CITED)]["label"] == "cited"
+    assert marks[(1, annotations.CITED)]["label"] == "not cited"
+    for position in (2, 3):  # doc-c and doc-d: the root's out_of_context_citations figure counts these two
+        assert marks[(position, annotations.CITED)] == {
+            "score": 0.0,
+            "label": annotations.CITED_NOT_IN_PROMPT,
+            "explanation": "the answer cited it, but it was not in the prompt (an out-of-context citation)",
+        }
+        assert marks[(position, annotations.IN_PROMPT)]["score"] == 0.0

@@ -16,13 +16,6 @@ import ragtrace
 from ragtrace._internal import config, names
 
 
-@pytest.fixture
-def global_provider_slot(monkeypatch):
-    """Lets a test install a global TracerProvider and takes it away afterwards."""
-    monkeypatch.setattr(trace, "_TRACER_PROVIDER", None)
-    monkeypatch.setattr(trace, "_TRACER_PROVIDER_SET_ONCE", trace.Once())
-
-
 @pytest.mark.parametrize(
     ("kwargs", "error"),
     [

@@ -80,4 +80,5 @@ def test_every_emitted_metric_is_documented(metric_reader):
     data = metric_reader.get_metrics_data()
     emitted = {m.name for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
     documented = {m.name.replace("<name>", "groundedness") for m in names.METRICS}
-    assert emitted == documented
+    # only a PhoenixExporter with a full queue emits this one (tests/test_phoenix_exporter.py)
+    assert emitted == documented - {names.METRIC_PHOENIX_DROPPED_ANNOTATIONS}

@@ -11,6 +11,8 @@ import sys
 import time
 
 import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExportResult
@@ -78,6 +80,27 @@ def test_a_phoenix_that_is_down_never_reaches_the_app(down, caplog: pytest.LogCa
     assert exporter.sent_annotations == 0
 
 
+def test_dropped_annotations_are_an_otel_counter_on_the_apps_meter_provider(down) -> None:
+    exporter, provider = down
+    reader = InMemoryMetricReader()
+    ragtrace.configure(tracer_provider=provider, meter_provider=MeterProvider(metric_readers=[reader]))
+    for n in range(5):  # 5 pipelines' worth offered to a queue of 3, on one failing export each
+        one_pipeline(n)
+        provider.force_flush(30_000)
+    data = reader.get_metrics_data()
+    points = [
+        point
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name == names.METRIC_PHOENIX_DROPPED_ANNOTATIONS
+        for point in metric.data.data_points
+    ]
+    assert exporter.dropped_annotations == 2 * PER_PIPELINE
+    assert [p.value for p in points] == [exporter.dropped_annotations]
+    reader.shutdown()
+
+
 def test_export_returns_failure_and_never_raises(down) -> None:
     exporter, provider = down
     one_pipeline(0)
@@ -107,7 +130,7 @@ def test_without_the_extra_configure_says_which_to_install(monkeypatch: pytest.M
         ragtrace.configure(exporter="phoenix:http://127.0.0.1:6006")
 
 
-def test_configure_puts_the_exporters_project_in_its_resource() -> None:
+def test_configure_puts_the_exporters_project_in_its_resource(global_provider_slot) -> None:
     exporter = PhoenixExporter(f"http://127.0.0.1:{closed_port()}", project="support-bot", timeout=0.5)
     provider = ragtrace.configure(service_name="svc", exporter=exporter)
     assert provider is not None

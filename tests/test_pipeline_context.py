@@ -24,10 +24,11 @@ def test_session_user_and_tags_are_on_the_root_in_every_mode(spans, mode):
     _run(capture_content=mode, **CONTEXT)
     root = spans.one(names.STAGE_PIPELINE).attributes
     assert root[names.OI_SESSION_ID] == "sess-42"
+    assert root[names.GEN_AI_CONVERSATION_ID] == "sess-42"  # the GenAI semconv's key for the same id
     assert root[names.OI_USER_ID] == "u-7"
     assert list(root[names.OI_TAG_TAGS]) == ["prod", "canary"]
     assert not [k for k in root if k.startswith(names.RAG_PIPELINE_ATTRIBUTE_PREFIX)]  # not rag.pipeline.session_id
-    assert names.OI_SESSION_ID not in spans.one(names.STAGE_RETRIEVE).attributes  # the root only
+    assert not {names.OI_SESSION_ID, names.GEN_AI_CONVERSATION_ID} & set(spans.one(names.STAGE_RETRIEVE).attributes)  # the root only
 
 
 def test_metadata_is_a_json_object_in_full_mode(spans):
@@ -64,7 +65,7 @@ def test_the_decorator_takes_them_too(spans):
 def test_omitted_they_are_absent(spans):
     _run()
     root = spans.one(names.STAGE_PIPELINE).attributes
-    assert not {names.OI_SESSION_ID, names.OI_USER_ID, names.OI_TAG_TAGS, names.OI_METADATA} & set(root)
+    assert not {names.OI_SESSION_ID, names.GEN_AI_CONVERSATION_ID, names.OI_USER_ID, names.OI_TAG_TAGS, names.OI_METADATA} & set(root)
 
 
 @pytest.mark.parametrize(

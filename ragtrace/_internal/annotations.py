@@ -2,7 +2,7 @@
 
 Read only from what the spans already carry (``rag.metrics.*`` on the root and the answer
 generation; ``rag.retrieval.chunk_ids``, ``rag.rerank.output_ids``, the assemble span's
-``rag.context.*`` placements and the answer's ``rag.citation.ids``), so there is no second path
+``rag.context.*`` placements and the answer's ``rag.citation.ids`` / ``.out_of_context_ids``), so there is no second path
 to the figures, and nothing reaches an annotation that the content policy kept off the spans.
 Labels and explanations are built from ids, numbers, labels and fixed words only: never from a
 content attribute, so redact mode holds for annotations too.
@@ -29,6 +29,7 @@ NOT_MEASURABLE = "not measurable"
 NO_CITATIONS = "no citations"
 HALLUCINATED_CITATION = "hallucinated citation"
 CITED_OUTSIDE_CONTEXT = "cited outside the context"
+CITED_NOT_IN_PROMPT = "cited, not in prompt"  # a document an out-of-context citation names
 
 
 SPAN, DOCUMENT, TRACE = "span", "document", "trace"  # what an annotation is attached to
@@ -198,7 +199,7 @@ _CONTEXT_KEYS = (
     names.RAG_CONTEXT_DROPPED_IDS,
     names.RAG_CONTEXT_DROPPED_REASONS,
 )
-_ANSWER_KEYS = (names.RAG_GENERATION_CONTEXT_SPAN_ID, names.RAG_CITATION_IDS, names.RAG_CITATION_STATUS)
+_ANSWER_KEYS = (names.RAG_GENERATION_CONTEXT_SPAN_ID, names.RAG_CITATION_IDS, names.RAG_CITATION_OUT_OF_CONTEXT_IDS, names.RAG_CITATION_STATUS)
 
 
 def _only(attributes: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
@@ -221,6 +222,7 @@ def _marks(pipeline: _Pipeline) -> list[Annotation]:
             placed.setdefault(chunk_id, _Placed(position, labels[index] if index < len(labels) else None))
         dropped = dict(zip(context.get(names.RAG_CONTEXT_DROPPED_IDS) or (), context.get(names.RAG_CONTEXT_DROPPED_REASONS) or ()))
     cited, citation_status = _cited(pipeline.answers)
+    outside = {i for answer in pipeline.answers for i in answer.get(names.RAG_CITATION_OUT_OF_CONTEXT_IDS) or ()}
     total = len(context.get(names.RAG_CONTEXT_CHUNK_IDS) or ()) if context is not None else 0
     out = []
     for span_id, stage, ids in pipeline.documents:
@@ -231,7 +233,7 @@ def _marks(pipeline: _Pipeline) -> list[Annotation]:
                 metadata.update(prompt_position=where.position, citation_label=where.label)
             out.append(Annotation(span_id, IN_PROMPT, _in_prompt(chunk_id, context is not None, placed, dropped, total), metadata, position, DOCUMENT))
             if cited is not None or citation_status is not None:
-                out.append(Annotation(span_id, CITED, _cited_result(chunk_id, cited, citation_status, placed), metadata, position, DOCUMENT))
+                out.append(Annotation(span_id, CITED, _cited_result(chunk_id, cited, citation_status, placed, outside), metadata, position, DOCUMENT))
     return out
 
 
@@ -267,9 +269,11 @@ def _in_prompt(chunk_id: str, known: bool, placed: dict[str, _Placed], dropped: 
     return {"score": 0.0, "label": reason, "explanation": f"not in the prompt: {reason}"}
 
 
-def _cited_result(chunk_id: str, cited: set[str] | None, status: str | None, placed: dict[str, _Placed]) -> dict[str, Any]:
+def _cited_result(chunk_id: str, cited: set[str] | None, status: str | None, placed: dict[str, _Placed], outside: set[str]) -> dict[str, Any]:
     if cited is None:
         return {"label": NOT_MEASURABLE, "explanation": f"not measurable: {status}"}
+    if chunk_id not in cited and chunk_id in outside:  # score 0: not a valid citation, as the figures count it
+        return {"score": 0.0, "label": CITED_NOT_IN_PROMPT, "explanation": "the answer cited it, but it was not in the prompt (an out-of-context citation)"}
     if chunk_id not in cited:
         return {"score": 0.0, "label": "not cited", "explanation": "the answer did not cite it"}
     where = placed.get(chunk_id)

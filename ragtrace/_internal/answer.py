@@ -29,6 +29,7 @@ _GAPS = frozenset({names.DROP_NOT_FOUND, names.DROP_OUTSIDE_SOURCES})
 class Scored:
     answer: figures.Answer
     citations: CitationResult | None  # None: not parsed (unreadable output, failing pattern)
+    out_of_context_ids: tuple[str, ...] = ()  # the chunks its out-of-context citations name, first-cited first
 
 
 def checked_pattern(pattern: Any) -> CitationPattern | None:
@@ -81,9 +82,10 @@ def score(
         return Scored(figures.Answer(placements, unmeasured=figures.STATUS_CITATION_PATTERN_FAILED), None)
     if citations.invalid_labels and context is not None and unresolvable(context):
         return Scored(figures.Answer(placements, citations.cited_ids, unmeasured=figures.STATUS_CITATIONS_UNRESOLVED), citations)
-    outside = _outside_keys(context, retrieved) if citations.invalid_labels else {}
-    out_of_context = sum(1 for label in citations.invalid_labels if _fold(label) in outside)
-    return Scored(figures.Answer(placements, citations.cited_ids, citations.invalid_count, out_of_context), citations)
+    outside = _outside(context, retrieved) if citations.invalid_labels else {}
+    named = [outside[key] for key in map(_fold, citations.invalid_labels) if key in outside]
+    answer = figures.Answer(placements, citations.cited_ids, citations.invalid_count, len(named))
+    return Scored(answer, citations, tuple(dict.fromkeys(named)))
 
 
 def unresolvable(context: ContextRecord, *, misses_are_gaps: bool = True) -> bool:
@@ -96,12 +98,12 @@ def unresolvable(context: ContextRecord, *, misses_are_gaps: bool = True) -> boo
     return gaps or (context.method == names.INCLUSION_LOCATED and any(not p.label for p in context.placements))
 
 
-def _outside_keys(context: ContextRecord | None, retrieved: Set[str]) -> set[str]:
-    """Folded keys that name a retrieved (or declared) chunk the context does not hold."""
+def _outside(context: ContextRecord | None, retrieved: Set[str]) -> dict[str, str]:
+    """Folded keys that name a retrieved (or declared) chunk the context does not hold -> its id."""
     placed = {p.chunk_id for p in context.placements} if context is not None else set()
-    keys = {_fold(chunk_id) for chunk_id in retrieved if chunk_id not in placed}
+    keys = {_fold(chunk_id): chunk_id for chunk_id in retrieved if chunk_id not in placed}
     if context is not None:
-        keys.update(_fold(label) for label, chunk_id in context.unshown.items() if chunk_id not in placed)
+        keys.update((_fold(label), chunk_id) for label, chunk_id in context.unshown.items() if chunk_id not in placed)
     return keys
 
 

@@ -51,6 +51,7 @@ class Generate(Stage):
         self.text: str | None = None
         self.pieces: list[str] | None = None
         self.citations: CitationResult | None = None
+        self.out_of_context_ids: tuple[str, ...] = ()  # retrieved chunks it cited that the prompt did not show
         self.citation_status: str | None = None  # why the answer's citations are not scored
         self.output_unreadable = False  # an output was recorded that ragtrace could not read
         self._pending_stream: Any = None  # a LlamaIndex StreamingResponse, read at close
@@ -182,7 +183,7 @@ class Generate(Stage):
             if scored is None:  # ragtrace's own fault: the answer is not measured, never scored 0
                 scored = Scored(figures_module.Answer(context.placements if context else None, unmeasured=figures_module.STATUS_INTERNAL_ERROR), None)
             scored = _outside_a_pipeline(scored, state, context)
-            self.citations, answer = scored.citations, scored.answer
+            self.citations, answer, self.out_of_context_ids = scored.citations, scored.answer, scored.out_of_context_ids
             self.citation_status = answer.unmeasured
             self.answer = answer
             if state is not None:
@@ -260,6 +261,7 @@ class Generate(Stage):
                     names.RAG_CITATION_INVALID_COUNT: citations.invalid_count,
                     names.RAG_CITATION_OUT_OF_CONTEXT_COUNT: out_of_context,
                     names.RAG_CITATION_UNKNOWN_COUNT: None if out_of_context is None else citations.invalid_count - out_of_context,
+                    names.RAG_CITATION_OUT_OF_CONTEXT_IDS: list(self.out_of_context_ids) or None,  # ids, not content
                     # an invalid label is a piece of the completion ("[123-45-6789]"): content
                     names.RAG_CITATION_INVALID_LABELS: [t for t in map(self.config.content.text, citations.invalid_labels) if t],
                 }

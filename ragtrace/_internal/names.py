@@ -147,6 +147,7 @@ RAG_CITATION_INVALID_COUNT: Final = "rag.citation.invalid_count"
 RAG_CITATION_INVALID_LABELS: Final = "rag.citation.invalid_labels"
 RAG_CITATION_OUT_OF_CONTEXT_COUNT: Final = "rag.citation.out_of_context_count"
 RAG_CITATION_UNKNOWN_COUNT: Final = "rag.citation.unknown_count"
+RAG_CITATION_OUT_OF_CONTEXT_IDS: Final = "rag.citation.out_of_context_ids"
 RAG_CITATION_STATUS: Final = "rag.citation.status"  # why this answer's citations are not scored
 RAG_CITATION_FORMAT: Final = "rag.citation.format"
 RAG_CITATION_CONFORMANT: Final = "rag.citation.conformant"
@@ -206,6 +207,7 @@ METRIC_CONTEXT_TOKENS: Final = "rag.context.tokens"
 METRIC_RECALL_PROXY_HISTOGRAM: Final = "rag.recall_proxy"
 METRIC_CONTEXT_PRECISION_HISTOGRAM: Final = "rag.context_precision"
 METRIC_EMPTY_RETRIEVALS: Final = "rag.retrieval.empty"
+METRIC_PHOENIX_DROPPED_ANNOTATIONS: Final = "rag.phoenix.annotations.dropped"  # PhoenixExporter's full queue
 # streaming generations (the v1.41 names, which backends read today; see module docstring)
 METRIC_TIME_TO_FIRST_CHUNK: Final = "gen_ai.client.operation.time_to_first_chunk"
 METRIC_TIME_PER_OUTPUT_CHUNK: Final = "gen_ai.client.operation.time_per_output_chunk"
@@ -331,6 +333,7 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(GEN_AI_REQUEST_STREAM, "boolean", "generate", False, "True when the output was streamed."),
     AttributeInfo(GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, "double", "generate", False, "Streams: seconds from the call to the first chunk."),
     AttributeInfo(GEN_AI_WORKFLOW_NAME, "string", "pipeline", False, "The rag_pipeline name."),
+    AttributeInfo(GEN_AI_CONVERSATION_ID, "string", "pipeline", False, "rag_pipeline(session_id=), as the GenAI semconv names it (never made up when absent)."),
     AttributeInfo(GEN_AI_DATA_SOURCE_ID, "string", "retrieve", False, "Data source (index, collection) searched."),
     AttributeInfo(GEN_AI_RETRIEVAL_TOP_K, "int", "retrieve", False, "How many documents the retriever was asked for."),
     AttributeInfo(GEN_AI_RETRIEVAL_QUERY_TEXT, "string", "retrieve", True, "The retrieval query."),
@@ -388,6 +391,7 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(RAG_CITATION_INVALID_LABELS, "string[]", "generate", False, "The labels of invalid citations."),
     AttributeInfo(RAG_CITATION_OUT_OF_CONTEXT_COUNT, "int", "generate", False, "Invalid citations naming a retrieved chunk that was not in the context (by its id, or a declared label that did not reach the prompt)."),
     AttributeInfo(RAG_CITATION_UNKNOWN_COUNT, "int", "generate", False, "Invalid citations naming nothing retrieved."),
+    AttributeInfo(RAG_CITATION_OUT_OF_CONTEXT_IDS, "string[]", "generate", False, "The retrieved chunks the out-of-context citations name, first-cited first (absent when none)."),
     AttributeInfo(RAG_CITATION_STATUS, "string", "generate", False, "Why the answer's citations are not scored: answer_unreadable, citation_pattern_failed, citations_unresolved, internal_error, state_evicted or outside_pipeline (absent when scored)."),
     AttributeInfo(RAG_CITATION_FORMAT, "string", "generate", False, "json, inline or none."),
     AttributeInfo(RAG_CITATION_CONFORMANT, "boolean", "generate", False, "False when the answer has no parseable citation."),
@@ -457,6 +461,7 @@ METRICS: Final[tuple[MetricInfo, ...]] = (
     MetricInfo(METRIC_RECALL_PROXY_HISTOGRAM, "histogram", "1", "Cited-chunk recall proxy per pipeline."),
     MetricInfo(METRIC_CONTEXT_PRECISION_HISTOGRAM, "histogram", "1", "Context precision per pipeline."),
     MetricInfo(METRIC_EMPTY_RETRIEVALS, "counter", "{retrieval}", "Retrievals that returned nothing."),
+    MetricInfo(METRIC_PHOENIX_DROPPED_ANNOTATIONS, "counter", "{annotation}", "PhoenixExporter: annotations dropped from its full queue, oldest first (also PhoenixExporter.dropped_annotations)."),
     MetricInfo(METRIC_TIME_TO_FIRST_CHUNK, "histogram", "s", "Streamed generations: from the generate span's start to the first chunk."),
     MetricInfo(METRIC_TIME_PER_OUTPUT_CHUNK, "histogram", "s", "Streamed generations: one value per chunk after the first, the time since the previous chunk."),
     MetricInfo(METRIC_SCORE_PREFIX + "<name>", "histogram", "1", "record_score: the judge scores of that name."),

@@ -35,6 +35,7 @@ class Instruments:
     recall_proxy: metrics.Histogram
     context_precision: metrics.Histogram
     empty_retrievals: metrics.Counter
+    dropped_annotations: metrics.Counter
     time_to_first_chunk: metrics.Histogram
     time_per_output_chunk: metrics.Histogram
 
@@ -75,6 +76,9 @@ def instruments(config: Config) -> Instruments | None:
             ),
             empty_retrievals=meter.create_counter(
                 names.METRIC_EMPTY_RETRIEVALS, unit="{retrieval}", description="Retrievals that returned nothing"
+            ),
+            dropped_annotations=meter.create_counter(
+                names.METRIC_PHOENIX_DROPPED_ANNOTATIONS, unit="{annotation}", description="Phoenix annotations dropped from a full queue"
             ),
             time_to_first_chunk=meter.create_histogram(
                 names.METRIC_TIME_TO_FIRST_CHUNK, unit="s", description="Streamed generations: time to the first chunk",

@@ -148,6 +148,8 @@ def read_output(output: Any) -> tuple[str | None, Usage]:
     if llama_index is not None:
         text, raw = llama_index
         return text, openai_metadata(raw) if raw is not None and get(raw, "usage") is not None else {}
+    if get(output, "object") == "response" and isinstance(get(output, "output"), list):  # OpenAI Responses API
+        return responses_text(output), responses_metadata(output)
     choices = get(output, "choices")
     if choices is not None:
         first = choices[0] if isinstance(choices, Sequence) and choices else None
@@ -179,6 +181,12 @@ def read_piece(piece: Any) -> tuple[str | None, Usage]:
     kind = get(piece, "type")
     if isinstance(kind, str) and kind.startswith(("message_", "content_block_")):
         return _anthropic_event(kind, piece)
+    if isinstance(kind, str) and kind.startswith("response."):  # Responses API stream events
+        if kind == "response.output_text.delta":
+            return _as_text(get(piece, "delta")), {}
+        if kind == "response.completed":
+            return None, responses_metadata(get(piece, "response"))
+        return None, {}
     delta = get(piece, "delta")
     if isinstance(delta, str) and not isinstance(piece, Mapping):  # LlamaIndex: text is cumulative
         return delta, {}
@@ -199,6 +207,31 @@ def openai_metadata(chunk: Any) -> Usage:
         "response_model": get(chunk, "model"),
         "response_id": get(chunk, "id"),
         "finish_reasons": reasons or None,
+    }
+    return {k: v for k, v in found.items() if v is not None}
+
+
+def responses_text(response: Any) -> str | None:
+    """The text of a Responses API response: its message items' ``output_text`` parts, joined."""
+    texts = [
+        get(part, "text")
+        for item in get(response, "output") or ()
+        if get(item, "type") == "message"
+        for part in get(item, "content") or ()
+        if get(part, "type") == "output_text"
+    ]
+    return "".join(t for t in texts if isinstance(t, str)) if texts else None
+
+
+def responses_metadata(response: Any) -> Usage:
+    usage = get(response, "usage") if response is not None else None
+    status = get(response, "status") if response is not None else None
+    found = {
+        "input_tokens": get(usage, "input_tokens") if usage is not None else None,
+        "output_tokens": get(usage, "output_tokens") if usage is not None else None,
+        "response_model": get(response, "model") if response is not None else None,
+        "response_id": get(response, "id") if response is not None else None,
+        "finish_reasons": [status] if isinstance(status, str) else None,
     }
     return {k: v for k, v in found.items() if v is not None}
 

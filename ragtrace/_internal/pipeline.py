@@ -88,6 +88,7 @@ class RagPipeline(Stage):
             names.RAG_CONTENT_MODE: None if self.config.full_content_sample else self.config.content.mode,
             # ids and the app's own labels, not content: every mode exports them (docs/redaction.md)
             names.OI_SESSION_ID: self.session_id,
+            names.GEN_AI_CONVERSATION_ID: self.session_id,  # the GenAI semconv's key (invoke_workflow) for it
             names.OI_USER_ID: self.user_id,
             names.OI_TAG_TAGS: self.tags or None,
         }

@@ -124,6 +124,10 @@ class Stage:
             with guard("context detach"):
                 otel_context.detach(token)  # type: ignore[arg-type]
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def close(self, error: BaseException | None = None) -> None:
         """End the span once: record the user's error, finish the stage's attributes."""
         if self._closed:

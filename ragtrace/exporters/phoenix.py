@@ -9,7 +9,8 @@ document's placed and cited marks, and judges' ``record_score`` results on the r
 asynchronous inserts that Phoenix holds until their span arrives).
 
 Annotations wait in a bounded queue. When it is full the oldest are dropped, logged once and
-counted (``dropped_annotations``). A Phoenix that can't be reached is logged once; its annotations
+counted (``dropped_annotations``, and the ``rag.phoenix.annotations.dropped`` counter of the app's
+MeterProvider when one is set). A Phoenix that can't be reached is logged once; its annotations
 stay queued and go out with a later export. Nothing here raises into the app or blocks its thread.
 """
 
@@ -25,7 +26,7 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from .._internal import annotations, names
+from .._internal import annotations, config, names, otel_metrics
 from .._internal.annotations import Annotation
 
 __all__ = ["PhoenixExporter", "PROJECT_ATTRIBUTE"]
@@ -88,6 +89,7 @@ class PhoenixExporter(SpanExporter):
         self._logged: set[str] = set()
         self._closed = False
         self.dropped_annotations = 0  # dropped from the full queue, oldest first
+        self._dropped_counted = 0  # of those, already added to the OTel counter
         self.failed_annotations = 0  # refused by Phoenix (not retried)
         self.sent_annotations = 0
 
@@ -115,6 +117,7 @@ class PhoenixExporter(SpanExporter):
                 for span in spans:
                     self._enqueue(self._derive(span))
                 self._send()
+                self._count_dropped()
         except Exception as error:  # noqa: BLE001 - an exporter never raises
             self._log_once("internal", "ragtrace: Phoenix annotations failed (%s: %s); further failures are not logged", type(error).__name__, error)
         return result
@@ -123,6 +126,7 @@ class PhoenixExporter(SpanExporter):
         try:
             with self._lock:
                 self._send()
+                self._count_dropped()
         except Exception as error:  # noqa: BLE001
             self._log_once("internal", "ragtrace: Phoenix annotations failed (%s: %s); further failures are not logged", type(error).__name__, error)
         return self._spans.force_flush(timeout_millis)
@@ -164,6 +168,13 @@ class PhoenixExporter(SpanExporter):
                     self.max_queued,
                 )
             self._queue.append(annotation)
+
+    def _count_dropped(self) -> None:
+        """Add the drops not yet counted to the app's MeterProvider (configured, else global), if any."""
+        count, self._dropped_counted = self.dropped_annotations - self._dropped_counted, self.dropped_annotations
+        found = otel_metrics.instruments(config.current()) if count else None
+        if found is not None:
+            found.dropped_annotations.add(count)
 
     def _send(self) -> None:
         """Send the queue in batches; on a transport or server error keep the rest for later."""

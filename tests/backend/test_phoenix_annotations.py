@@ -32,7 +32,7 @@ from ragtrace._internal import names
 from ragtrace.exporters import PhoenixExporter
 
 from .phoenix import PhoenixServer
-from .test_phoenix_roundtrip import QUERY, TEMPLATE, Markers, run_marked, run_pipeline
+from .test_phoenix_roundtrip import DOCS, QUERY, TEMPLATE, Markers, run_marked, run_pipeline
 
 pytestmark = pytest.mark.heavy
 
@@ -243,11 +243,13 @@ def expected_marks(a: Annotated, stage: str) -> list[tuple[int, str, Any, str]]:
     placed = dict(zip(p[names.RAG_CONTEXT_CHUNK_IDS], p[names.RAG_CONTEXT_LABELS]))
     dropped = dict(zip(p[names.RAG_CONTEXT_DROPPED_IDS], p[names.RAG_CONTEXT_DROPPED_REASONS]))
     cited = set(answer.attributes[names.RAG_CITATION_IDS])
+    outside = set(answer.attributes.get(names.RAG_CITATION_OUT_OF_CONTEXT_IDS, ()))
     key = names.RAG_RETRIEVAL_CHUNK_IDS if stage == names.STAGE_RETRIEVE else names.RAG_RERANK_OUTPUT_IDS
     out = []
     for position, chunk_id in enumerate(span.attributes[key]):
         out.append((position, "ragtrace.in_prompt", 1.0 if chunk_id in placed else 0.0, "placed" if chunk_id in placed else dropped[chunk_id]))
-        out.append((position, "ragtrace.cited", 1.0 if chunk_id in cited else 0.0, "cited" if chunk_id in cited else "not cited"))
+        said = "cited" if chunk_id in cited else "cited, not in prompt" if chunk_id in outside else "not cited"
+        out.append((position, "ragtrace.cited", 1.0 if chunk_id in cited else 0.0, said))
     return sorted(out)
 
 
@@ -267,6 +269,31 @@ def test_each_document_card_says_whether_it_was_placed_and_cited(annotated) -> N
     assert marks[(0, "ragtrace.cited")]["explanation"] == "the answer cited it as [2]"
     assert marks[(3, "ragtrace.in_prompt")]["explanation"] == "not in the prompt: reranked_out"
     assert marks[(2, "ragtrace.cited")]["label"] == "not cited"
+
+
+def test_a_document_cited_outside_the_context_says_so_on_its_card(annotated) -> None:
+    """The answer cites d3 by its id, a retrieved chunk the prompt did not show: the root's
+    out_of_context_citations counts it, and its card says so instead of ``not cited``."""
+    a = annotated()
+    with ragtrace.rag_pipeline("support-qa", query=QUERY) as run:
+        with ragtrace.retrieve(QUERY, top_k=4) as r:
+            r.record(DOCS)
+        with ragtrace.assemble() as ctx:
+            for chunk in r.chunks[:2]:
+                ctx.add(chunk)
+            prompt = ctx.render(TEMPLATE, question=QUERY)
+        with ragtrace.generate(model="gpt-4o-mini", provider="openai", prompt=prompt) as g:
+            g.record("BM25 ranks documents lexically [1]; rerankers reorder them [d3].")
+    a.flush()
+    assert run.metrics["out_of_context_citations"] == 1
+    (retrieve,) = a.sdk_spans(names.STAGE_RETRIEVE)
+    marks = a.document_marks(hex_id(retrieve), 8)
+    assert sorted((m["documentPosition"], m["name"], m["score"], m["label"]) for m in marks) == expected_marks(a, names.STAGE_RETRIEVE)
+    cards = {(m["documentPosition"], m["name"]): m for m in marks}
+    assert (cards[(0, "ragtrace.cited")]["label"], cards[(1, "ragtrace.cited")]["label"]) == ("cited", "not cited")
+    assert (cards[(2, "ragtrace.cited")]["label"], cards[(2, "ragtrace.cited")]["score"]) == ("cited, not in prompt", 0.0)
+    assert cards[(2, "ragtrace.in_prompt")]["label"] == "not_added"
+    assert cards[(3, "ragtrace.cited")]["label"] == "not cited"
 
 
 # --- sessions and templates -------------------------------------------------------------------

@@ -4,8 +4,10 @@ the optional dependency and the ``opentelemetry_instrumentor`` entry points."""
 from __future__ import annotations
 
 import json
+import math
 import logging
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -173,24 +175,111 @@ def console_spans(text: str) -> list[dict]:
     return spans
 
 
-@pytest.mark.parametrize("disabled", ["langchain", ""], ids=["ragtrace-only", "beside-openinference"])
-def test_opentelemetry_instrument_turns_ragtrace_on_with_no_code(tmp_path, disabled):
-    (tmp_path / "app.py").write_text(APP, encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "RAGTRACE_"))}
+def under_opentelemetry_instrument(app: Path, *, disabled: str, **extra: str) -> subprocess.CompletedProcess[str]:
+    """``opentelemetry-instrument python app.py`` with the console exporter; every entry point on
+    except ``disabled`` (OpenInference's are named ``langchain``, ``llama_index``, ``openai``)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "RAGTRACE_", "OPENAI_"))}
     env.update(
         OTEL_TRACES_EXPORTER="console",
         OTEL_METRICS_EXPORTER="none",
         OTEL_LOGS_EXPORTER="none",
-        OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=disabled,  # "langchain" is OpenInference's entry point
+        OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=disabled,
         OTEL_SERVICE_NAME="zero-code",
-        OTEL_BSP_SCHEDULE_DELAY="1",  # spans print as they end, some before the answer line
+        OTEL_BSP_SCHEDULE_DELAY="60000",  # spans print at exit, after the app's own lines
         RAGTRACE_STRICT="1",
+        OPENBLAS_NUM_THREADS="1",
+        OMP_NUM_THREADS="1",
+        **extra,
     )
-    command = [str(Path(sys.executable).with_name("opentelemetry-instrument")), sys.executable, "app.py"]
-    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    command = [str(Path(sys.executable).with_name("opentelemetry-instrument")), sys.executable, app.name]
+    done = subprocess.run(command, cwd=app.parent, env=env, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr
-    assert "ANSWER It is free [1]." in done.stderr
     assert "Traceback" not in done.stderr, done.stderr
+    return done
+
+
+def stages_by_trace(spans: list[dict]) -> dict[str, dict[str, dict]]:
+    """ragtrace's spans of each trace, by stage (one span per stage in these apps)."""
+    traces: dict[str, dict[str, dict]] = {}
+    for span in spans:
+        if "rag.stage" in span["attributes"]:
+            stages = traces.setdefault(span["context"]["trace_id"], {})
+            assert span["attributes"]["rag.stage"] not in stages
+            stages[span["attributes"]["rag.stage"]] = span
+    return traces
+
+
+def metrics(root: dict) -> dict:
+    return {k.removeprefix("rag.metrics."): v for k, v in root["attributes"].items() if k.startswith("rag.metrics.")}
+
+
+def example_without(name: str, tmp_path: Path, drop: tuple[str, ...]) -> Path:
+    """An example's code with its ``# ragtrace`` lines that start with one of ``drop`` removed."""
+    source = (Path(__file__).resolve().parents[2] / "examples" / f"{name}.py").read_text(encoding="utf-8")
+    body = source.split('"""', 2)[2]  # past the docstring
+    kept = [line for line in body.splitlines() if not (line.endswith("# ragtrace") and line.strip().startswith(drop))]
+    app = tmp_path / f"{name}.py"
+    app.write_text("\n".join(kept) + "\n", encoding="utf-8")
+    return app
+
+
+def test_opentelemetry_instrument_traces_the_plain_llamaindex_example(tmp_path):
+    """examples/llamaindex_rag.py with every ragtrace line removed: zero code, the same figures.
+    (OpenInference's LlamaIndex entry point is skipped by the launcher here anyway: its
+    ``instruments`` extra names a package that isn't installed; docs/integrations.md.)"""
+    app = example_without("llamaindex_rag", tmp_path, ("import ragtrace", "ragtrace."))
+    assert "ragtrace" not in app.read_text(encoding="utf-8")
+    done = under_opentelemetry_instrument(app, disabled="llama_index")
+    answers = re.findall(r"^A(?: \(streamed\))?: (.+)$", done.stdout, re.M)
+    assert len(answers) == 2 and answers[0] == answers[1]
+    cited = re.fullmatch(r".+ \[(\w+)\]", answers[0]).group(1)
+    found = console_spans(done.stdout)
+    traces = stages_by_trace(found)
+    assert len(traces) == 2  # the plain and the streamed query
+    for stages in traces.values():
+        assert sorted(stages) == ["assemble", "embed", "generate", "pipeline", "retrieve"]
+        root = stages["pipeline"]
+        assert root["name"] == "invoke_workflow RetrieverQueryEngine"
+        assert root["resource"]["attributes"]["service.name"] == "zero-code"
+        retrieved = stages["retrieve"]["attributes"]["rag.retrieval.chunk_ids"]
+        assert stages["assemble"]["attributes"]["rag.context.inclusion_method"] == "declared"
+        assert stages["assemble"]["attributes"]["rag.context.chunk_ids"] == retrieved
+        assert stages["generate"]["attributes"]["rag.citation.ids"] == [cited] == retrieved[:1]
+        got = metrics(root)
+        assert (got["retrieved"], got["in_context"], got["cited"], got["cited_positions"]) == (3, 3, 1, [1])
+    assert len({s["context"]["trace_id"] for s in found}) == 2
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["completion", "stream"])
+def test_opentelemetry_instrument_traces_the_openai_example_without_its_setup_lines(tmp_path, chat_server, stream):
+    """examples/openai_rag.py without its ``configure``/``instrument`` lines: the zero-code
+    launcher sets up the provider and turns the OpenAI integration on."""
+    url, received = chat_server
+    app = example_without("openai_rag", tmp_path, ("ragtrace.configure", "ragtrace.instrument"))
+    source = app.read_text(encoding="utf-8")
+    assert "ragtrace.configure" not in source and "ragtrace.instrument" not in source
+    if stream:
+        source = source.replace('"--stream" in sys.argv', "True")
+        app.write_text(source, encoding="utf-8")
+    done = under_opentelemetry_instrument(app, disabled="openai", OPENAI_BASE_URL=f"{url}/v1", OPENAI_API_KEY="sk-test-key")
+    assert len(received) == 1 and bool(received[0]["body"].get("stream")) is stream
+    assert "A: Refunds take 5 business days [1]." in done.stdout
+    (stages,) = stages_by_trace(console_spans(done.stdout)).values()
+    assert sorted(stages) == ["assemble", "generate", "pipeline", "retrieve"]
+    generated = stages["generate"]["attributes"]
+    assert (generated["gen_ai.usage.input_tokens"], generated["gen_ai.usage.output_tokens"]) == (42, 9)
+    assert generated["rag.citation.ids"] == ["kb-refunds"]
+    assert stages["assemble"]["attributes"]["rag.context.inclusion_method"] == "located"
+    got = metrics(stages["pipeline"])
+    assert (got["retrieved"], got["in_context"], got["cited"]) == (3, 2, 1)
+    assert math.isclose(got["recall_proxy"], 1 / 3)
+
+
+@pytest.mark.parametrize("disabled", ["langchain", ""], ids=["ragtrace-only", "beside-openinference"])
+def test_opentelemetry_instrument_turns_ragtrace_on_with_no_code(tmp_path, disabled):
+    (tmp_path / "app.py").write_text(APP, encoding="utf-8")
+    done = under_opentelemetry_instrument(tmp_path / "app.py", disabled=disabled)  # "langchain": OpenInference's
+    assert "ANSWER It is free [1]." in done.stderr
     found = console_spans(done.stdout)
     ours = [s for s in found if "rag.stage" in s["attributes"]]
     assert sorted(s["attributes"]["rag.stage"] for s in ours) == ["assemble", "generate", "pipeline", "retrieve"]

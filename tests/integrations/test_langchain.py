@@ -412,3 +412,35 @@ def test_a_run_in_flight_when_uninstrumented_still_ends(spans, store):
     spans.clear()
     assert lcel_chain(store, "x").invoke(QUESTION) == "x"
     assert spans.all() == []  # nothing new starts
+
+
+# --- ChatOpenAI with the OpenAI integration on too -----------------------------------------------
+@pytest.mark.parametrize("how", ["invoke", "stream", "ainvoke"])
+def test_chat_openai_beside_the_openai_integration_is_one_generation(spans, store, chat_server, how):
+    """langchain-openai's ``ChatOpenAI`` calls ``chat.completions.create``: with both integrations
+    on, the call is LangChain's generation only (the OpenAI wrapper defers to it), not two."""
+    from langchain_openai import ChatOpenAI
+
+    url, received = chat_server
+    llm = ChatOpenAI(model="gpt-4o-mini", base_url=f"{url}/v1", api_key="sk-test", max_retries=0)
+    prompt = ChatPromptTemplate.from_messages([("system", "Answer from the context, citing [n].\n\n{context}"), ("human", "{question}")])
+    chain = {"context": store.as_retriever(search_kwargs={"k": 3}) | format_docs, "question": RunnablePassthrough()} | prompt | llm | StrOutputParser()
+    assert ragtrace.instrument("openai") == ["openai"]
+    try:
+        if how == "invoke":
+            answer = chain.invoke(QUESTION)
+        elif how == "stream":
+            answer = "".join(chain.stream(QUESTION))
+        else:
+            answer = asyncio.run(chain.ainvoke(QUESTION))
+        plain = chain.invoke(QUESTION.upper())  # afterwards, outside any stale marker: still one each
+    finally:
+        ragtrace.uninstrument("openai")
+    assert answer == plain == "Refunds take 5 business days [1]."
+    assert len(received) == 2
+    generated = spans.by_stage("generate")
+    assert len(generated) == 2, [s.name for s in generated]
+    assert {s.attributes["gen_ai.provider.name"] for s in generated} == {"openai"}
+    assert all(s.attributes["rag.citation.ids"] for s in generated)
+    assert len(spans.by_stage("pipeline")) == 2
+    assert all(figures(root)["cited"] == 1 for root in spans.by_stage("pipeline"))

@@ -265,3 +265,74 @@ def test_an_llm_calling_the_openai_sdk_is_one_generation_with_both_integrations_
     generated = instrumented.one("generate")  # the OpenAI integration left the call to LlamaIndex's span
     assert generated.name == "chat citing-llm"
     assert (generated.attributes["gen_ai.usage.input_tokens"], generated.attributes["gen_ai.usage.output_tokens"]) == (42, 9)  # from raw
+
+
+def _proxy_hops() -> int:
+    """How many of ragtrace's current-span proxies stand between the app and its current span."""
+    from ragtrace._internal.integrations._common import _CurrentSpan
+
+    span, hops = trace.get_current_span(), 0
+    while type(span) is _CurrentSpan and hops < 1000:
+        span, hops = span.__wrapped__, hops + 1
+    return hops
+
+
+def _live_proxies() -> int:
+    import gc
+
+    from ragtrace._internal.integrations._common import _CurrentSpan
+
+    gc.collect()
+    return sum(1 for o in gc.get_objects() if type(o) is _CurrentSpan)
+
+
+def _openinference_proxies() -> int:
+    import gc
+
+    from openinference.instrumentation.llama_index._handler import _CurrentSpan as OpenInferenceCurrentSpan
+
+    return sum(1 for o in gc.get_objects() if type(o) is OpenInferenceCurrentSpan)
+
+
+@pytest.mark.parametrize("openinference_first", [False, True, None], ids=["ragtrace-first", "openinference-first", "alone"])
+def test_instrument_cycles_leave_no_handlers_and_no_growing_state(spans, openinference_first):
+    """Switching ragtrace (and OpenInference) on and off around plain, streamed and abandoned
+    queries keeps the dispatcher's handlers, the open bookkeeping, the app's current context and
+    the objects ragtrace keeps alive bounded. (Both handlers attach a context per dispatcher span
+    and detach in registration order: each query used to leave one more stale proxy current,
+    chained to the last, until a query took seconds.)"""
+    from openinference.instrumentation.llama_index import LlamaIndexInstrumentor as OpenInferenceLlamaIndex
+
+    root = get_dispatcher()
+    before = (len(root.span_handlers), len(root.event_handlers))
+    built = index()
+    engine = built.as_query_engine(llm=CitingLLM(prompts=[]), similarity_top_k=2)
+    streaming = built.as_query_engine(llm=CitingLLM(prompts=[]), similarity_top_k=2, streaming=True)
+    alive = []
+    for _ in range(8):
+        if openinference_first:
+            OpenInferenceLlamaIndex().instrument(tracer_provider=spans.provider)
+        ragtrace.instrument("llama_index")
+        if openinference_first is False:
+            OpenInferenceLlamaIndex().instrument(tracer_provider=spans.provider)
+        try:
+            tracker = LlamaIndexInstrumentor()._handlers[0]._tracker
+            for _ in range(3):
+                engine.query(QUESTION)
+                assert "".join(streaming.query(QUESTION).response_gen).startswith("It takes")
+                abandoned = streaming.query(QUESTION)
+                next(abandoned.response_gen)
+                del abandoned
+                assert not trace.get_current_span().get_span_context().is_valid, "no span of the query is left current"
+                assert _proxy_hops() <= 1
+            assert (tracker.open, tracker.llm.calls) == ({}, {})
+        finally:
+            OpenInferenceLlamaIndex().uninstrument()
+            ragtrace.uninstrument("llama_index")
+        assert (len(root.span_handlers), len(root.event_handlers)) == before
+        alive.append(_live_proxies())
+    assert _proxy_hops() <= 1
+    if openinference_first is None:
+        assert alive[-1] <= alive[0], alive  # none kept per query (older tests' may linger in OpenInference)
+    else:  # OpenInference keeps a streamed query's spans for 60 s; they hold what was current then
+        assert alive[-1] <= 3 * _openinference_proxies(), alive

@@ -132,6 +132,20 @@ def test_a_stream_closed_early_ends_its_span(instrumented, chat_server):
     assert json.loads(generated.attributes["gen_ai.output.messages"])[0]["parts"][0]["content"] == "Refunds "
 
 
+def test_a_stream_the_app_drops_unfinished_ends_its_span_with_what_was_read(instrumented, chat_server):
+    import gc
+
+    url, _ = chat_server
+    with ragtrace.rag_pipeline("openai-app", query=QUESTION):
+        stream = client(url).chat.completions.create(model="gpt-4o-mini", messages=assembled_messages(), stream=True)
+        read = [next(stream), next(stream)]
+        del stream
+        gc.collect()
+        generated = instrumented.one("generate")  # the shared passthrough proxy ends it when dropped
+    assert [c.choices[0].delta.content for c in read] == ["", "Refunds "]
+    assert json.loads(generated.attributes["gen_ai.output.messages"])[0]["parts"][0]["content"] == "Refunds "
+
+
 def test_the_apps_error_passes_through_and_is_recorded(instrumented):
     with pytest.raises(openai.APIConnectionError):
         with ragtrace.rag_pipeline("openai-app"):
@@ -205,3 +219,41 @@ def test_a_raw_response_is_passed_through_and_its_answer_not_guessed(instrumente
     generated = instrumented.one("generate").attributes
     assert "gen_ai.output.messages" not in generated and "rag.citation.ids" not in generated
     assert "recall_proxy" not in {k.removeprefix("rag.metrics.") for k in instrumented.one("pipeline").attributes}
+
+
+# --- the Responses API ----------------------------------------------------------------------------
+@pytest.mark.parametrize("stream", [False, True], ids=["response", "stream"])
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_responses_create_is_a_scored_generate_span(instrumented, chat_server, stream, asynchronous):
+    url, received = chat_server
+
+    async def app() -> str:
+        with ragtrace.rag_pipeline("openai-app", query=QUESTION):
+            (message,) = assembled_messages()
+            options = {"model": "gpt-4o-mini", "instructions": "Cite your sources.", "input": message["content"], "temperature": 0}
+            create = client(url, openai.AsyncOpenAI if asynchronous else openai.OpenAI).responses.create
+            result = create(**options, stream=stream)
+            result = await result if asynchronous else result
+            if not stream:
+                assert type(result) is openai.types.responses.Response
+                return result.output_text
+            assert isinstance(result, openai.AsyncStream if asynchronous else openai.Stream)
+            assert not instrumented.by_stage("generate"), "the span ends with the stream"
+            if asynchronous:
+                return "".join([e.delta async for e in result if e.type == "response.output_text.delta"])
+            return "".join(e.delta for e in result if e.type == "response.output_text.delta")
+
+    assert asyncio.run(app()) == ANSWER
+    assert received[-1]["path"] == "/v1/responses"
+    root, generated = instrumented.one("pipeline"), instrumented.one("generate")
+    assert generated.parent.span_id == root.context.span_id
+    attributes = generated.attributes
+    assert (attributes["gen_ai.usage.input_tokens"], attributes["gen_ai.usage.output_tokens"]) == (42, 9)
+    assert attributes["gen_ai.response.id"] == "resp-test-1"
+    assert attributes["gen_ai.response.model"] == "gpt-4o-mini-2024-07-18"
+    assert attributes.get("gen_ai.request.stream", False) is stream
+    assert [m["role"] for m in json.loads(attributes["gen_ai.input.messages"])] == ["system", "user"]
+    assert json.loads(attributes["gen_ai.output.messages"])[0]["parts"][0]["content"] == ANSWER
+    assert list(attributes["rag.citation.ids"]) == ["kb-refunds"]
+    metrics = {k.removeprefix("rag.metrics."): v for k, v in root.attributes.items() if k.startswith("rag.metrics.")}
+    assert (metrics["retrieved"], metrics["in_context"], metrics["cited"]) == (3, 2, 1)

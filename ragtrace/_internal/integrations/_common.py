@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import suppress
+from contextvars import ContextVar, Token
 
 import wrapt
 from opentelemetry import context as otel_context
@@ -13,12 +15,35 @@ from ..guard import guard
 from ..stage import Stage
 
 
+# a framework model call in progress in this context (LangChain's callbacks can't make its span
+# current: the model runs between two callbacks). Reset when the call ends; where the end callback
+# runs in another context (``ainvoke``), the value left behind is a closed stage, which counts as none.
+_framework_generation: ContextVar[Stage | None] = ContextVar("ragtrace_framework_generation", default=None)
+
+
 def inside_generation() -> bool:
-    """Is the current span a ragtrace generate span? Then an LLM call made inside it (the user's
-    ``with ragtrace.generate()``, or a framework LLM calling the OpenAI SDK) is already recorded
-    there. A span that is not recording (sampled out, tracing off) can't tell, and says no."""
+    """Is a ragtrace generate stage open for the call being made? The current span is one (the
+    user's ``with ragtrace.generate()``, a LlamaIndex LLM call), or a framework model call is in
+    progress in this context (a LangChain chat model such as ``ChatOpenAI``). Then an LLM call made
+    inside it is already recorded there. A span that is not recording (sampled out, tracing off)
+    can't tell, and says no."""
+    framework = _framework_generation.get()
+    if framework is not None and not framework.closed:
+        return True
     attributes = getattr(trace.get_current_span(), "attributes", None)
     return isinstance(attributes, Mapping) and attributes.get(names.RAG_STAGE) == names.STAGE_GENERATE
+
+
+def generating(stage: Stage) -> Token[Stage | None]:
+    """Mark ``stage`` as the framework model call in progress in this context (``inside_generation``)."""
+    return _framework_generation.set(stage)
+
+
+def generated(token: Token[Stage | None]) -> None:
+    """Undo ``generating``; from another context (LangChain's async end callbacks) there is
+    nothing to undo: the stage left there is closed."""
+    with suppress(ValueError):
+        _framework_generation.reset(token)
 
 
 class _CurrentSpan(wrapt.ObjectProxy):  # type: ignore[misc]
@@ -27,15 +52,25 @@ class _CurrentSpan(wrapt.ObjectProxy):  # type: ignore[misc]
     Two dispatcher handlers that each attach a context per framework span (OpenInference's and
     ours) detach in the order they were registered, not in reverse, so the second one's detach
     restores a context holding the first one's span. Once released, that stale context parents
-    new spans where they would have gone without us.
+    new spans where they would have gone without us. A released proxy is never wrapped again
+    (``_settled``): stale contexts left by one query after another don't chain proxies.
     """
 
     def __init__(self, span: trace.Span) -> None:
         super().__init__(span)
-        self._self_previous = trace.get_current_span()
+        self._self_previous = _settled(trace.get_current_span())
+        self._self_released = False
 
     def release(self) -> None:
-        self.__wrapped__ = self._self_previous
+        self.__wrapped__, self._self_previous = _settled(self._self_previous), None
+        self._self_released = True
+
+
+def _settled(span: trace.Span) -> trace.Span:
+    """``span`` past any released proxies (each stands for the span it now wraps)."""
+    while type(span) is _CurrentSpan and span._self_released:
+        span = span.__wrapped__
+    return span
 
 
 class Attached:

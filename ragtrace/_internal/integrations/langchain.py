@@ -31,6 +31,7 @@ from ..assemble_stage import Assemble
 from ..generation import Generate
 from ..guard import guard, is_strict
 from ..retrieval import Rerank, Retrieve
+from ._common import generated, generating
 from .base import RagtraceInstrumentor
 from .runs import Run, Runs, Scope, inside
 
@@ -205,7 +206,7 @@ class _Handler:
         if role == names.ROLE_ANSWER:
             _assemble(self.runs, run.scope, prompt)
         model = metadata.get("ls_model_name") or params.get("model") or params.get("model_name") or kw.get("name")
-        self.runs.open(
+        stage = self.runs.open(
             run,
             lambda: Generate(
                 model if isinstance(model, str) else None,
@@ -216,6 +217,7 @@ class _Handler:
                 max_tokens=metadata.get("ls_max_tokens"),
             ),
         )
+        run.data["generating"] = generating(stage)  # the SDK call the model makes is this one (ChatOpenAI)
 
     def _role(self, run: Run, metadata: dict[str, Any]) -> str:
         """The app's ``ragtrace_role`` metadata; else a call under a retriever (multi-query) or before
@@ -245,11 +247,16 @@ class _Handler:
                     run.stage.record(response)
         finally:
             with guard("langchain llm end"):
-                self.runs.end(run_id)
+                self._model_end(run_id, None)
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kw: Any) -> None:
         with guard("langchain llm error"):
-            self.runs.end(run_id, error=error)
+            self._model_end(run_id, error)
+
+    def _model_end(self, run_id: UUID, error: BaseException | None) -> None:
+        run = self.runs.end(run_id, error=error)
+        if run is not None and "generating" in run.data:
+            generated(run.data["generating"])
 
 
 def _beside(run_id: UUID, parent_run_id: UUID | None) -> Any:

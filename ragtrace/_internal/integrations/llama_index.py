@@ -82,7 +82,10 @@ class LlamaIndexInstrumentor(RagtraceInstrumentor):
         tracker = _Tracker(self.tracer_provider(kwargs))
         self._handlers = _handlers(tracker)
         root = get_dispatcher()
-        root.add_span_handler(self._handlers[0])
+        # first in line: the dispatcher enters *and* exits spans in handler order, so each span
+        # leaves the first handler's context current. Ours settles (``_common._CurrentSpan``);
+        # another instrumentor's (OpenInference's) would chain one stale proxy per query.
+        root.span_handlers.insert(0, self._handlers[0])
         root.add_event_handler(self._handlers[1])
 
     def _uninstrument(self, **kwargs: Any) -> None:
@@ -233,13 +236,6 @@ class _Tracker:
             return result
         result.response_gen = _passing(result.response_gen, root, region, self)
         return result
-
-    def end_leftovers(self, state: state_module.PipelineState | None) -> None:
-        """Close LLM calls of a pipeline whose stream was abandoned (they end with the root)."""
-        with self.lock:
-            left = {id(c): c for c in self.calls.values() if c.generate.state is state}
-        for call in left.values():
-            self._end_call(call)
 
 
 def _passing(tokens: Iterator[Any], root: RagPipeline | None, region: _Region | None, tracker: _Tracker) -> Iterator[Any]:
