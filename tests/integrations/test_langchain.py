@@ -148,6 +148,20 @@ def test_nothing_of_a_chain_run_is_kept_once_its_pipeline_is_over(spans, inside_
     assert _holders_of(marker) == []
 
 
+def test_a_formatter_that_raises_part_way_leaves_no_rendered_text_behind(spans):
+    """Issue 16 item 9: what ``format_document`` rendered for the documents before the one that
+    raised was kept in a module-level map after the (failed) run was over."""
+    ragtrace.configure(tracer_provider=spans.provider, capture_content="redact")
+    marker = "mk" + uuid.uuid4().hex
+    prompt = ChatPromptTemplate.from_messages([("system", "Context:\n{context}"), ("human", "{input}")])
+    chain = create_stuff_documents_chain(FakeListChatModel(responses=["A."]), prompt, document_prompt=PromptTemplate.from_template("[{source}] {page_content}"))
+    documents = [Document(page_content=f"{marker} first", metadata={"source": "a"}), Document(page_content=f"{marker} second")]
+    with pytest.raises(ValueError, match="source"):  # the app's own error passes through
+        chain.invoke({"input": "q", "context": documents})
+    del documents, chain
+    assert _holders_of(marker) == []
+
+
 # --- create_stuff_documents_chain / create_retrieval_chain: each document's rendering is declared --
 def retrieval_chain(store: InMemoryVectorStore, answer: str, **stuff_options):
     prompt = ChatPromptTemplate.from_messages([("system", "Answer from the context, citing [source].\n\n{context}"), ("human", "{input}")])

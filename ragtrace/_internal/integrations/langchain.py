@@ -123,11 +123,20 @@ class _Handler:
                     _formatted(run.scope, run.data["documents"], outputs)
         finally:  # a run always ends, even when recording it failed
             with guard("langchain chain end"):
-                self.runs.end(run_id, output=_answer(outputs))
+                self._end_chain(run_id, output=_answer(outputs))
 
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kw: Any) -> None:
         with guard("langchain chain error"):
-            self.runs.end(run_id, error=error)
+            self._end_chain(run_id, error=error)
+
+    def _end_chain(self, run_id: UUID, **ending: Any) -> None:
+        """End the run, and drop what ``format_document`` rendered for its documents that no run
+        took (a formatter that raised part-way, an output that wasn't text): content isn't kept
+        past the run that made it."""
+        run = self.runs.get(run_id)
+        if run is not None and "documents" in run.data:
+            _discard_rendered(run.data["documents"])
+        self.runs.end(run_id, **ending)
 
     # -- retrievers -----------------------------------------------------------------------------
     def on_retriever_start(self, serialized: Any, query: str, *, run_id: UUID, parent_run_id: UUID | None = None, **kw: Any) -> None:
@@ -308,13 +317,10 @@ def _assemble(runs: Runs, scope: Scope, prompt: Any) -> None:
 
 def _formatted(scope: Scope, documents: list[Any], output: str) -> None:
     """A run turned documents into text: keep what ``format_document`` rendered for each of them."""
-    pieces = []
-    for document in documents:
-        text = _take_rendered(document)
-        if text is None or text not in output:
-            pieces = None
-            break
-        pieces.append((document, text))
+    taken = [(document, _take_rendered(document)) for document in documents]  # take all: none stays behind
+    pieces: list[tuple[Any, str]] | None = [(document, text) for document, text in taken if text is not None and text in output]
+    if len(pieces) != len(documents):
+        pieces = None
     with scope.lock:
         scope.extra.update(formatted=pieces, formatter_documents=documents)
 
@@ -327,6 +333,14 @@ def _take_rendered(document: Any) -> str | None:
     with _rendered_lock:
         found = _rendered.pop(id(document), None)
     return found[1] if found is not None and found[0] is document else None
+
+
+def _discard_rendered(documents: list[Any]) -> None:
+    with _rendered_lock:
+        for document in documents:
+            found = _rendered.get(id(document))
+            if found is not None and found[0] is document:
+                del _rendered[id(document)]
 
 
 def _record_format_document(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
