@@ -156,6 +156,7 @@ def test_a_streamed_answer_reaches_the_app_unread_and_the_root_ends_with_it(inst
     assert "".join(tokens).startswith("It takes 5 business days [")
     check_one_call(instrumented, response, llm)
     assert instrumented.one("generate").attributes["gen_ai.output.messages"].count("It takes 5 business days") == 1
+    assert instrumented.one("generate").attributes["gen_ai.response.time_to_first_chunk"] >= 0
 
 
 def test_an_async_query(instrumented):
@@ -336,3 +337,24 @@ def test_instrument_cycles_leave_no_handlers_and_no_growing_state(spans, openinf
         assert alive[-1] <= alive[0], alive  # none kept per query (older tests' may linger in OpenInference)
     else:  # OpenInference keeps a streamed query's spans for 60 s; they hold what was current then
         assert alive[-1] <= 3 * _openinference_proxies(), alive
+
+
+def test_an_async_stream_reaches_the_app_unread_and_the_root_ends_with_it(instrumented):
+    """``aquery`` with ``streaming=True``: an ``AsyncStreamingResponse`` the app reads with
+    ``async_response_gen()``; ragtrace reads none of it and ends the generate span with the answer."""
+    llm = CitingLLM(prompts=[])
+    engine = index().as_query_engine(llm=llm, similarity_top_k=2, streaming=True)
+
+    async def run() -> tuple[Any, list[str], bool]:
+        response = await engine.aquery(QUESTION)
+        untouched = llm.prompts == [] and not instrumented.by_stage("generate")
+        return response, [token async for token in response.async_response_gen()], untouched
+
+    response, tokens, untouched = asyncio.run(run())
+    assert type(response).__name__ == "AsyncStreamingResponse"
+    assert untouched, "ragtrace drained the stream before the app read it"
+    assert len(tokens) == 6 and "".join(tokens).startswith("It takes 5 business days [")  # one token per word, all of them
+    check_one_call(instrumented, response, llm)
+    generated = instrumented.one("generate").attributes
+    assert generated["gen_ai.output.messages"].count("".join(tokens)) == 1
+    assert 0 <= generated["gen_ai.response.time_to_first_chunk"] < (instrumented.one("generate").end_time - instrumented.one("generate").start_time) / 1e9

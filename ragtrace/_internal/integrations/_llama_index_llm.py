@@ -27,6 +27,9 @@ LLM_METHODS = PREDICT_METHODS | {
     "complete", "acomplete", "stream_complete", "astream_complete", "chat", "achat", "stream_chat", "astream_chat",
 }
 
+_SYNC_STREAMS = frozenset({"stream_complete", "stream_chat"})
+_ASYNC_STREAMS = (".astream_complete", ".astream_chat")
+
 
 @dataclass(eq=False)
 class Synthesis:
@@ -46,6 +49,7 @@ class Call:
 
     generate: Generate
     attached: Attached
+    instance: Any
     synthesis: Synthesis | None = None
     assemble: Assemble | None = None
     located: list[Any] | None = None  # nodes to locate in the prompt (packing changed their text)
@@ -53,6 +57,7 @@ class Call:
     prompted: bool = False
     streaming: bool = False
     last_response: Any = None
+    chunk_span: str | None = None  # the LLM method whose progress events time the chunks
 
 
 class LlmCalls:
@@ -67,6 +72,7 @@ class LlmCalls:
         """An LLM method starts: part of a call already open (chat -> complete), or a new call."""
         with self.lock:
             outer = self.calls.get(parent) if parent is not None else None
+            outer = outer or self._converted_stream(instance, method)
             if outer is not None:  # chat -> complete, predict -> chat ...: one call
                 outer.span_ids.append(id_)
                 self.calls[id_] = outer
@@ -83,9 +89,20 @@ class LlmCalls:
             role = names.ROLE_GRADER if region == "rerank" else names.ROLE_REWRITE if region is not None else names.ROLE_ANSWER
         generate = Generate(_model(instance), _provider(instance), role=role, temperature=_number(getattr(instance, "temperature", None)), tracer_provider=self.provider)
         generate.open()
-        call = Call(generate, Attached(generate), synthesis, assemble, located, [id_])
+        call = Call(generate, Attached(generate), instance, synthesis, assemble, located, [id_])
         with self.lock:
             self.calls[id_] = call
+
+    def _converted_stream(self, instance: Any, method: str) -> Call | None:
+        """CustomLLM's ``astream_complete`` returns an async generator that calls the sync
+        ``stream_complete`` only when read, outside its own dispatcher span: that is the same call."""
+        if method not in _SYNC_STREAMS:
+            return None
+        state = state_module.current()
+        for call in self.calls.values():
+            if call.streaming and call.instance is instance and call.generate.state is state and call.span_ids[-1].partition("-")[0].endswith(_ASYNC_STREAMS):
+                return call
+        return None
 
     def _assemble(self, synthesis: Synthesis, context: Any) -> tuple[Assemble, list[Any] | None]:
         """An assemble span for one call's context: nodes declared when the context is exactly a run
@@ -169,6 +186,9 @@ class LlmCalls:
             self._prompted(call, event.prompt if kind == "LLMCompletionStartEvent" else event.messages)
         elif kind in ("LLMCompletionInProgressEvent", "LLMChatInProgressEvent"):
             call.last_response = event.response  # recorded at the end, or when the stream is left
+            call.chunk_span = call.chunk_span or event.span_id
+            if event.span_id == call.chunk_span:
+                call.generate.item_arrived()
         elif kind in ("LLMCompletionEndEvent", "LLMChatEndEvent"):
             call.last_response = None
             call.generate.record(event.response)

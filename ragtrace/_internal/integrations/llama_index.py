@@ -18,13 +18,14 @@ instrumentation dispatcher translate a query into ragtrace's stage handles.
 
 ``streaming=True``: the query returns before the model is called. The ``StreamingResponse`` goes
 back to the app unread; its ``response_gen`` is replaced by a generator that passes every token
-through while the pipeline's context is active, and the root ends when the stream does.
+through while the pipeline's context is active, and the root ends when the stream does; the
+same for ``aquery``'s ``AsyncStreamingResponse`` and its async ``response_gen``.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -108,7 +109,7 @@ class _Tracker:
         from llama_index.core.base.base_retriever import BaseRetriever
         from llama_index.core.base.embeddings.base import BaseEmbedding
         from llama_index.core.base.llms.base import BaseLLM
-        from llama_index.core.base.response.schema import StreamingResponse
+        from llama_index.core.base.response.schema import AsyncStreamingResponse, StreamingResponse
         from llama_index.core.postprocessor.types import BaseNodePostprocessor
         from llama_index.core.response_synthesizers.base import BaseSynthesizer
 
@@ -123,6 +124,7 @@ class _Tracker:
             (BaseLLM, LLM_METHODS, self._enter_llm),
         )
         self.streaming_response = StreamingResponse
+        self.async_streaming_response = AsyncStreamingResponse
         self.lock = threading.Lock()
         self.open: dict[str, _Opened] = {}  # dispatcher span id -> what enter started
         self.llm = LlmCalls(provider)
@@ -229,12 +231,13 @@ class _Tracker:
     def _passing(self, result: Any, root: RagPipeline | None, region: _Region | None) -> Any:
         """A StreamingResponse whose tokens pass through with the pipeline's context active (the
         model is called while the app reads them); the root ends with the stream."""
-        if not isinstance(result, self.streaming_response) or not hasattr(result.response_gen, "__next__"):
-            if root is not None:
-                self.llm.end_leftovers(root.state)
-                root.close()
-            return result
-        result.response_gen = _passing(result.response_gen, root, region, self)
+        if isinstance(result, self.streaming_response) and hasattr(result.response_gen, "__next__"):
+            result.response_gen = _passing(result.response_gen, root, region, self)
+        elif isinstance(result, self.async_streaming_response) and hasattr(result.response_gen, "__anext__"):
+            result.response_gen = _apassing(result.response_gen, root, region, self)
+        elif root is not None:
+            self.llm.end_leftovers(root.state)
+            root.close()
         return result
 
 
@@ -248,6 +251,32 @@ def _passing(tokens: Iterator[Any], root: RagPipeline | None, region: _Region | 
             try:
                 item = next(tokens)
             except StopIteration:
+                return
+            finally:
+                if token is not None:
+                    _region.reset(token)
+                if root is not None:
+                    with guard("llama_index stream"):
+                        root.detach()
+            yield item
+    finally:
+        if root is not None:
+            with guard("llama_index stream"):
+                tracker.llm.end_leftovers(root.state)
+                root.close()
+
+
+async def _apassing(tokens: AsyncIterator[Any], root: RagPipeline | None, region: _Region | None, tracker: _Tracker) -> AsyncIterator[Any]:
+    """``_passing`` for ``aquery(...)`` with ``streaming=True`` (an ``AsyncStreamingResponse``)."""
+    try:
+        while True:
+            if root is not None:
+                with guard("llama_index stream"):
+                    root.attach()
+            token = _region.set(region) if region is not None else None
+            try:
+                item = await tokens.__anext__()
+            except StopAsyncIteration:
                 return
             finally:
                 if token is not None:
