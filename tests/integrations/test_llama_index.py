@@ -358,3 +358,48 @@ def test_an_async_stream_reaches_the_app_unread_and_the_root_ends_with_it(instru
     generated = instrumented.one("generate").attributes
     assert generated["gen_ai.output.messages"].count("".join(tokens)) == 1
     assert 0 <= generated["gen_ai.response.time_to_first_chunk"] < (instrumented.one("generate").end_time - instrumented.one("generate").start_time) / 1e9
+
+
+def test_a_condense_plus_context_chat_is_one_pipeline_per_turn_and_the_condense_call_is_no_answer(instrumented):
+    """``as_chat_engine(chat_mode="condense_plus_context")``: the second turn condenses the history
+    into a question (an LLM call of its own, role ``rewrite``), retrieves with it and answers from
+    the context the engine's synthesizer built, declared."""
+    llm = CitingLLM(prompts=[])
+    engine = index().as_chat_engine(chat_mode="condense_plus_context", llm=llm, similarity_top_k=2)
+    first = engine.chat(QUESTION)
+    assert str(first).startswith("It takes 5 business days [")
+    assert len(instrumented.by_stage("pipeline")) == 1
+    instrumented.clear()
+    llm.prompts.clear()
+    second = engine.chat("And for store credit?")
+    retrieved = [n.node_id for n in second.source_nodes]
+
+    root = instrumented.one("pipeline")
+    assert root.name == "invoke_workflow CondensePlusContextChatEngine"
+    assert {s.context.trace_id for s in instrumented.all()} == {root.context.trace_id}
+    condense, answer = sorted(instrumented.by_stage("generate"), key=lambda s: s.start_time)
+    assert (condense.attributes["rag.generation.role"], answer.attributes["rag.generation.role"]) == ("rewrite", "answer")
+    assert len(llm.prompts) == 2 and "And for store credit?" in llm.prompts[0]
+    assert list(instrumented.one("retrieve").attributes["rag.retrieval.chunk_ids"]) == retrieved
+    assembled = instrumented.one("assemble").attributes
+    assert assembled["rag.context.inclusion_method"] == "declared"
+    assert list(assembled["rag.context.chunk_ids"]) == retrieved
+    assert list(answer.attributes["rag.citation.ids"]) == [retrieved[0]]
+    assert "rag.citation.ids" not in condense.attributes
+    got = metrics(root)  # 2 retrieved, both in the context, the answer cites the first
+    assert (got["retrieved"], got["in_context"], got["cited"]) == (2, 2, 1)
+    assert (got["recall_proxy"], got["context_precision"], got["context_utilization"]) == (0.5, 1.0, 0.5)
+
+
+def test_a_context_chat_engine_turn_is_one_pipeline_with_declared_placements(instrumented):
+    llm = CitingLLM(prompts=[])
+    reply = index().as_chat_engine(chat_mode="context", llm=llm, similarity_top_k=2).chat(QUESTION)
+    retrieved = [n.node_id for n in reply.source_nodes]
+    root = instrumented.one("pipeline")
+    assert root.name == "invoke_workflow ContextChatEngine"
+    assert instrumented.one("generate").attributes["rag.generation.role"] == "answer"
+    assembled = instrumented.one("assemble").attributes
+    assert assembled["rag.context.inclusion_method"] == "declared"
+    assert list(assembled["rag.context.chunk_ids"]) == retrieved
+    got = metrics(root)
+    assert (got["retrieved"], got["in_context"], got["cited"], got["recall_proxy"]) == (2, 2, 1, 0.5)

@@ -1,8 +1,8 @@
 """LlamaIndex (llama-index-core 0.14): a span handler and an event handler on the root
 instrumentation dispatcher translate a query into ragtrace's stage handles.
 
-- the outermost ``query``/``aquery`` of a query engine is the pipeline root when no
-  ``rag_pipeline`` surrounds it;
+- the outermost ``query``/``aquery`` of a query engine, or ``chat``/``achat`` of a chat engine
+  (one turn), is the pipeline root when no ``rag_pipeline`` surrounds it;
 - a retriever's ``retrieve`` is a retrieve span (ids, scores and ranks from its ``NodeWithScore``
   list), a query embedding inside it an embed span, a node postprocessor a rerank span;
 - each LLM call of the response synthesizer gets an assemble span for the prompt it is sent and a
@@ -42,6 +42,7 @@ from ._llama_index_llm import LLM_METHODS, LlmCalls, Synthesis
 from .base import RagtraceInstrumentor
 
 _ENGINE_METHODS = frozenset({"query", "aquery"})
+_CHAT_METHODS = frozenset({"chat", "achat"})  # a chat engine's turn (its streams are not covered yet)
 _RETRIEVE_METHODS = frozenset({"retrieve", "aretrieve"})
 _RERANK_METHODS = frozenset({"_postprocess_nodes", "_apostprocess_nodes"})
 _SYNTHESIZE_METHODS = frozenset({"synthesize", "asynthesize"})
@@ -109,6 +110,7 @@ class _Tracker:
         from llama_index.core.base.base_retriever import BaseRetriever
         from llama_index.core.base.embeddings.base import BaseEmbedding
         from llama_index.core.base.llms.base import BaseLLM
+        from llama_index.core.chat_engine.types import BaseChatEngine
         from llama_index.core.base.response.schema import AsyncStreamingResponse, StreamingResponse
         from llama_index.core.postprocessor.types import BaseNodePostprocessor
         from llama_index.core.response_synthesizers.base import BaseSynthesizer
@@ -116,6 +118,7 @@ class _Tracker:
         self.provider = provider
         self.kinds = (
             (BaseQueryEngine, _ENGINE_METHODS, self._enter_engine),
+            (BaseChatEngine, _CHAT_METHODS, self._enter_engine),
             (BaseRetriever, _RETRIEVE_METHODS, self._enter_retrieve),
             (BaseEmbedding, _EMBED_METHODS, self._enter_embed),
             (BaseNodePostprocessor, _RERANK_METHODS, self._enter_rerank),
@@ -179,7 +182,8 @@ class _Tracker:
         if state_module.current() is not None:  # inside the user's rag_pipeline, or a nested engine
             self._open(id_, None, _Region("engine"))
             return
-        run = RagPipeline(type(instance).__name__, query=_query_text(args.get("str_or_query_bundle")), tracer_provider=self.provider)
+        query = args.get("str_or_query_bundle", args.get("message"))  # a query engine's, a chat engine's
+        run = RagPipeline(type(instance).__name__, query=_query_text(query), tracer_provider=self.provider)
         self._open(id_, run, _Region("engine"))
 
     def _enter_retrieve(self, id_: str, args: dict[str, Any], instance: Any, method: str, parent: str | None) -> None:
