@@ -391,9 +391,10 @@ def test_a_condense_plus_context_chat_is_one_pipeline_per_turn_and_the_condense_
     assert (got["recall_proxy"], got["context_precision"], got["context_utilization"]) == (0.5, 1.0, 0.5)
 
 
-def test_a_context_chat_engine_turn_is_one_pipeline_with_declared_placements(instrumented):
-    llm = CitingLLM(prompts=[])
-    reply = index().as_chat_engine(chat_mode="context", llm=llm, similarity_top_k=2).chat(QUESTION)
+@pytest.mark.parametrize("turn", ["chat", "achat"])
+def test_a_context_chat_engine_turn_is_one_pipeline_with_declared_placements(instrumented, turn):
+    engine = index().as_chat_engine(chat_mode="context", llm=CitingLLM(prompts=[]), similarity_top_k=2)
+    reply = engine.chat(QUESTION) if turn == "chat" else asyncio.run(engine.achat(QUESTION))
     retrieved = [n.node_id for n in reply.source_nodes]
     root = instrumented.one("pipeline")
     assert root.name == "invoke_workflow ContextChatEngine"
