@@ -404,3 +404,11 @@ def test_a_context_chat_engine_turn_is_one_pipeline_with_declared_placements(ins
     assert list(assembled["rag.context.chunk_ids"]) == retrieved
     got = metrics(root)
     assert (got["retrieved"], got["in_context"], got["cited"], got["recall_proxy"]) == (2, 2, 1, 0.5)
+
+
+def test_a_chat_engine_without_retrieval_is_no_pipeline_and_its_reply_stays_an_answer(instrumented):
+    from llama_index.core.chat_engine import SimpleChatEngine
+
+    SimpleChatEngine.from_defaults(llm=CitingLLM(prompts=[])).chat(QUESTION)
+    assert instrumented.by_stage("pipeline") == []
+    assert instrumented.one("generate").attributes["rag.generation.role"] == "answer"

@@ -42,7 +42,9 @@ from ._llama_index_llm import LLM_METHODS, LlmCalls, Synthesis
 from .base import RagtraceInstrumentor
 
 _ENGINE_METHODS = frozenset({"query", "aquery"})
-_CHAT_METHODS = frozenset({"chat", "achat"})  # a chat engine's turn (its streams are not covered yet)
+# a turn of a chat engine that retrieves and answers through a synthesizer (not a plain
+# SimpleChatEngine, whose reply must stay an answer, nor the multimodal ones); streams not covered yet
+_CHAT_METHODS = frozenset({"chat", "achat"})
 _RETRIEVE_METHODS = frozenset({"retrieve", "aretrieve"})
 _RERANK_METHODS = frozenset({"_postprocess_nodes", "_apostprocess_nodes"})
 _SYNTHESIZE_METHODS = frozenset({"synthesize", "asynthesize"})
@@ -110,7 +112,7 @@ class _Tracker:
         from llama_index.core.base.base_retriever import BaseRetriever
         from llama_index.core.base.embeddings.base import BaseEmbedding
         from llama_index.core.base.llms.base import BaseLLM
-        from llama_index.core.chat_engine.types import BaseChatEngine
+        from llama_index.core.chat_engine import CondensePlusContextChatEngine, ContextChatEngine
         from llama_index.core.base.response.schema import AsyncStreamingResponse, StreamingResponse
         from llama_index.core.postprocessor.types import BaseNodePostprocessor
         from llama_index.core.response_synthesizers.base import BaseSynthesizer
@@ -118,7 +120,7 @@ class _Tracker:
         self.provider = provider
         self.kinds = (
             (BaseQueryEngine, _ENGINE_METHODS, self._enter_engine),
-            (BaseChatEngine, _CHAT_METHODS, self._enter_engine),
+            ((ContextChatEngine, CondensePlusContextChatEngine), _CHAT_METHODS, self._enter_engine),
             (BaseRetriever, _RETRIEVE_METHODS, self._enter_retrieve),
             (BaseEmbedding, _EMBED_METHODS, self._enter_embed),
             (BaseNodePostprocessor, _RERANK_METHODS, self._enter_rerank),
