@@ -15,10 +15,10 @@ from .assembly import ContextRecord
 from .citations import CitationPattern, CitationResult
 from .guard import call_guarded, guard, warn_once
 from .messages import as_messages
-from .outputs import is_streaming_response, read_output, read_piece, stream_pieces
+from .outputs import as_text, is_streaming_response, read_output, read_piece, stream_pieces
 from .spans import all_passed, gate_messages, messages_json
 from .assemble_stage import Assemble
-from .stage import Stage, as_text, float_or_none, int_or_none, set_figures
+from .stage import Stage, float_or_none, int_or_none, set_figures
 
 
 # --- generate ---------------------------------------------------------------------------------

@@ -118,7 +118,7 @@ def get(obj: Any, key: str) -> Any:
     return getattr(obj, key, None)
 
 
-def _as_text(value: Any) -> str | None:
+def as_text(value: Any) -> str | None:
     if value is None or isinstance(value, str):
         return value
     if isinstance(value, bytes):
@@ -143,7 +143,7 @@ def read_output(output: Any) -> tuple[str | None, Usage]:
     if get(output, "type") == "message" and isinstance(get(output, "content"), list):  # Anthropic
         return content_text(get(output, "content")), anthropic_metadata(output)
     if is_streaming_response(output):
-        return _as_text(output.response_txt), {}
+        return as_text(output.response_txt), {}
     llama_index = llama_index_output(output)
     if llama_index is not None:
         text, raw = llama_index
@@ -155,7 +155,7 @@ def read_output(output: Any) -> tuple[str | None, Usage]:
         first = choices[0] if isinstance(choices, Sequence) and choices else None
         message = get(first, "message") if first is not None else None
         text = get(message, "content") if message is not None else get(first, "text")
-        return content_text(text) if isinstance(text, list) else _as_text(text), openai_metadata(output)
+        return content_text(text) if isinstance(text, list) else as_text(text), openai_metadata(output)
     if isinstance(output, (list, tuple)):  # pieces already collected (never a one-shot iterator)
         texts, usage = [], {}
         for piece in output:
@@ -177,13 +177,13 @@ def read_piece(piece: Any) -> tuple[str | None, Usage]:
             return None, openai_metadata(piece)
         delta = get(choices[0], "delta")
         text = get(delta, "content") if delta is not None else get(choices[0], "text")
-        return _as_text(text), openai_metadata(piece)
+        return as_text(text), openai_metadata(piece)
     kind = get(piece, "type")
     if isinstance(kind, str) and kind.startswith(("message_", "content_block_")):
         return _anthropic_event(kind, piece)
     if isinstance(kind, str) and kind.startswith("response."):  # Responses API stream events
         if kind == "response.output_text.delta":
-            return _as_text(get(piece, "delta")), {}
+            return as_text(get(piece, "delta")), {}
         if kind == "response.completed":
             return None, responses_metadata(get(piece, "response"))
         return None, {}

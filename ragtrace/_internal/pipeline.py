@@ -17,7 +17,8 @@ from . import names, otel_metrics, state as state_module
 from .guard import guard, warn_once
 from .redaction import Redactor
 from .spans import gated_json_object
-from .stage import Stage, as_text, content_limit, query_hash, set_figures
+from .outputs import as_text
+from .stage import Stage, content_limit, query_hash, set_figures
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 # run.status when neither a TracerProvider nor a MeterProvider is set: nothing was measured

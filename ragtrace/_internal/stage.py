@@ -21,6 +21,7 @@ from . import names, otel_metrics, state as state_module
 from .config import Config
 from .guard import guard, set_content_check, warn_once
 from .keyed import query_digest
+from .outputs import as_text
 from .spans import Attributes, all_passed, json_messages_within, record_error, trim_text, value_length_limit
 
 
@@ -244,14 +245,6 @@ def float_or_none(value: Any) -> float | None:
         return float(value) if value is not None else None
     except OverflowError:  # an int beyond float range
         return None
-
-
-def as_text(value: Any) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return None
 
 
 # --- figures on spans -------------------------------------------------------------------------

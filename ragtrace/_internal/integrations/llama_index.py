@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -250,52 +251,53 @@ class _Tracker:
 def _passing(tokens: Iterator[Any], root: RagPipeline | None, region: _Region | None, tracker: _Tracker) -> Iterator[Any]:
     try:
         while True:
-            if root is not None:
-                with guard("llama_index stream"):
-                    root.attach()
-            token = _region.set(region) if region is not None else None
-            try:
-                item = next(tokens)
-            except StopIteration:
-                return
-            finally:
-                if token is not None:
-                    _region.reset(token)
-                if root is not None:
-                    with guard("llama_index stream"):
-                        root.detach()
+            with _stream_step(root, region):
+                try:
+                    item = next(tokens)
+                except StopIteration:
+                    return
             yield item
     finally:
-        if root is not None:
-            with guard("llama_index stream"):
-                tracker.llm.end_leftovers(root.state)
-                root.close()
+        _end_stream(root, tracker)
 
 
 async def _apassing(tokens: AsyncIterator[Any], root: RagPipeline | None, region: _Region | None, tracker: _Tracker) -> AsyncIterator[Any]:
     """``_passing`` for ``aquery(...)`` with ``streaming=True`` (an ``AsyncStreamingResponse``)."""
     try:
         while True:
-            if root is not None:
-                with guard("llama_index stream"):
-                    root.attach()
-            token = _region.set(region) if region is not None else None
-            try:
-                item = await tokens.__anext__()
-            except StopAsyncIteration:
-                return
-            finally:
-                if token is not None:
-                    _region.reset(token)
-                if root is not None:
-                    with guard("llama_index stream"):
-                        root.detach()
+            with _stream_step(root, region):
+                try:
+                    item = await tokens.__anext__()
+                except StopAsyncIteration:
+                    return
             yield item
     finally:
+        _end_stream(root, tracker)
+
+
+@contextmanager
+def _stream_step(root: RagPipeline | None, region: _Region | None) -> Iterator[None]:
+    """While the app pulls one token, the stream's pipeline and region are current (the
+    framework's LLM call runs lazily inside that pull), and neither once the token is handed over."""
+    if root is not None:
+        with guard("llama_index stream"):
+            root.attach()
+    token = _region.set(region) if region is not None else None
+    try:
+        yield
+    finally:
+        if token is not None:
+            _region.reset(token)
         if root is not None:
             with guard("llama_index stream"):
-                tracker.llm.end_leftovers(root.state)
-                root.close()
+                root.detach()
+
+
+def _end_stream(root: RagPipeline | None, tracker: _Tracker) -> None:
+    if root is not None:
+        with guard("llama_index stream"):
+            tracker.llm.end_leftovers(root.state)
+            root.close()
 
 
 def _query_text(query: Any) -> str | None:
