@@ -1,5 +1,8 @@
 """The OpenAI SDK: every ``chat.completions.create`` and ``responses.create`` call (sync, async,
-``stream=True``) becomes a generate span, scored against the pipeline's latest assembly.
+``stream=True``) becomes a generate span, scored against the pipeline's latest assembly, and
+``vector_stores.search`` a retrieve span (``openai_vector_stores``). Outside any pipeline, a
+search opens an automatic root that the answer's call joins and ends (``auto_root``), where the
+retrieved chunks are located in the answer's messages when no assembly was recorded.
 
 The SDK has no callback system, so ``create`` is wrapped with wrapt at class level
 (``Completions``/``AsyncCompletions``, ``Responses``/``AsyncResponses``): clients built before ``instrument()``
@@ -23,6 +26,7 @@ from opentelemetry.instrumentation.utils import unwrap
 from ..generation import Generate
 from ..guard import call_guarded, guard, warn_once
 from ..passthrough import record_as_consumed
+from . import openai_vector_stores
 from ._common import inside_generation
 from .base import RagtraceInstrumentor
 
@@ -39,6 +43,7 @@ class OpenAIInstrumentor(RagtraceInstrumentor):
         for module, sync, asynchronous, prompt in _APIS:
             wrapt.wrap_function_wrapper(module, f"{sync}.create", _sync_wrapper(provider, prompt))
             wrapt.wrap_function_wrapper(module, f"{asynchronous}.create", _async_wrapper(provider, prompt))
+        openai_vector_stores.instrument(provider)  # the SDK's retriever: it opens the automatic root
 
     def _uninstrument(self, **kwargs: Any) -> None:
         import importlib
@@ -47,6 +52,7 @@ class OpenAIInstrumentor(RagtraceInstrumentor):
             found = importlib.import_module(module)
             unwrap(getattr(found, sync), "create")
             unwrap(getattr(found, asynchronous), "create")
+        openai_vector_stores.uninstrument()
 
 
 # --- one call -----------------------------------------------------------------------------------
