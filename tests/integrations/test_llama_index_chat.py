@@ -175,3 +175,58 @@ def test_a_stream_chat_whose_model_fails_mid_stream_passes_the_error_and_ends_th
         assert llama_index_on.one(stage).status.status_code is StatusCode.ERROR, stage
     tracker = LlamaIndexInstrumentor()._handlers[0]._tracker
     assert (tracker.open, tracker.llm.calls, tracker.turns.turns, tracker.turns.writers) == ({}, {}, {}, {})
+
+
+def take_turn(engine: Any, message: str, kind: str) -> tuple[Any, str]:
+    """One chat turn the way the app takes it: the reply and the text it read."""
+    if kind == "chat":
+        reply = engine.chat(message)
+        return reply, str(reply)
+    if kind == "stream_chat":
+        reply = engine.stream_chat(message)
+        return reply, "".join(reply.response_gen)
+
+    async def turn() -> tuple[Any, str]:
+        if kind == "achat":
+            reply = await engine.achat(message)
+            return reply, str(reply)
+        reply = await engine.astream_chat(message)
+        return reply, "".join([token async for token in reply.async_response_gen()])
+
+    return asyncio.run(turn())
+
+
+@pytest.mark.parametrize("kind", ["chat", "achat", "stream_chat", "astream_chat"])
+def test_a_condense_question_turn_is_one_pipeline_whose_condense_call_is_a_rewrite(llama_index_on, kind):
+    """``as_chat_engine(chat_mode="condense_question")``: from the second turn the engine condenses
+    the history into a standalone question (an LLM call of its own: ``rewrite``, out of the
+    figures) and asks its query engine, whose retrieval and synthesis are the turn's answer."""
+    llm = CitingLLM(prompts=[])
+    engine = index().as_chat_engine(chat_mode="condense_question", llm=llm, similarity_top_k=2)
+    first, text = take_turn(engine, QUESTION, kind)
+    assert text.strip().startswith("It takes 5 business days [")
+    assert llama_index_on.one("pipeline").name == "invoke_workflow CondenseQuestionChatEngine"
+    llama_index_on.clear()
+    llm.prompts.clear()
+    second, text = take_turn(engine, "And for store credit?", kind)
+    assert text.strip() == str(second).strip() and text.strip().startswith("It takes 5 business days [")
+    (query_output,) = second.sources
+    nodes = query_output.raw_output.source_nodes
+    retrieved = [n.node_id for n in nodes]
+
+    root = llama_index_on.one("pipeline")
+    assert root.name == "invoke_workflow CondenseQuestionChatEngine"
+    assert {s.context.trace_id for s in llama_index_on.all()} == {root.context.trace_id}
+    condense, answer = sorted(llama_index_on.by_stage("generate"), key=lambda s: s.start_time)
+    assert (condense.attributes["rag.generation.role"], answer.attributes["rag.generation.role"]) == ("rewrite", "answer")
+    assert len(llm.prompts) == 2 and "And for store credit?" in llm.prompts[0]
+    assert "rag.citation.ids" not in condense.attributes
+    assert list(llama_index_on.one("retrieve").attributes["rag.retrieval.chunk_ids"]) == retrieved
+    assembled = llama_index_on.one("assemble").attributes
+    assert (assembled["rag.context.inclusion_method"], list(assembled["rag.context.chunk_ids"])) == ("declared", retrieved)
+    assert list(answer.attributes["rag.citation.ids"]) == [retrieved[0]]
+    got = metrics(root)  # 2 retrieved, both in the context, the answer cites the first
+    assert (got["retrieved"], got["in_context"], got["cited"]) == (2, 2, 1)
+    assert (got["recall_proxy"], got["context_precision"], got["context_utilization"]) == (0.5, 1.0, 0.5)
+    tracker = LlamaIndexInstrumentor()._handlers[0]._tracker
+    assert (tracker.open, tracker.llm.calls, tracker.turns.turns, tracker.turns.writers) == ({}, {}, {}, {})

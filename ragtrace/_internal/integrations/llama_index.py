@@ -13,8 +13,8 @@ instrumentation dispatcher translate a query into ragtrace's stage handles.
   *located* in the prompt instead, and the record says so;
 - the QA call's role is ``answer``, a refine call's ``refine``: it rewrites the answer with the next
   packed chunk and supersedes it, so only the final answer is scored (``_llama_index_llm``). LLM
-  calls in a postprocessor are ``grader``, elsewhere in a query engine ``rewrite`` (query
-  transforms): traced, left out of the figures.
+  calls in a postprocessor are ``grader``, elsewhere in a query or chat engine ``rewrite`` (query
+  transforms, a chat engine condensing the history into a question): traced, left out of the figures.
 
 ``streaming=True``: the query returns before the model is called. The ``StreamingResponse`` goes
 back to the app unread; its ``response_gen`` is replaced by a generator that passes every token
@@ -45,8 +45,9 @@ from ._llama_index_llm import LLM_METHODS, LlmCalls, Synthesis
 from .base import RagtraceInstrumentor
 
 _ENGINE_METHODS = frozenset({"query", "aquery"})
-# a turn of a chat engine that retrieves and answers through a synthesizer (not a plain
-# SimpleChatEngine, whose reply must stay an answer, nor the multimodal ones)
+# a turn of a chat engine that retrieves and answers through a synthesizer, its own or its query
+# engine's (condense_question); not a plain SimpleChatEngine, whose reply must stay an answer, nor
+# the multimodal ones. An LLM call of the engine itself (condensing the history) is a rewrite
 _CHAT_METHODS = frozenset({"chat", "achat"}) | STREAM_CHAT_METHODS
 _RETRIEVE_METHODS = frozenset({"retrieve", "aretrieve"})
 _RERANK_METHODS = frozenset({"_postprocess_nodes", "_apostprocess_nodes"})
@@ -115,7 +116,7 @@ class _Tracker:
         from llama_index.core.base.base_retriever import BaseRetriever
         from llama_index.core.base.embeddings.base import BaseEmbedding
         from llama_index.core.base.llms.base import BaseLLM
-        from llama_index.core.chat_engine import CondensePlusContextChatEngine, ContextChatEngine
+        from llama_index.core.chat_engine import CondensePlusContextChatEngine, CondenseQuestionChatEngine, ContextChatEngine
         from llama_index.core.base.response.schema import AsyncStreamingResponse, StreamingResponse
         from llama_index.core.chat_engine.types import StreamingAgentChatResponse
         from llama_index.core.postprocessor.types import BaseNodePostprocessor
@@ -124,7 +125,7 @@ class _Tracker:
         self.provider = provider
         self.kinds = (
             (BaseQueryEngine, _ENGINE_METHODS, self._enter_engine),
-            ((ContextChatEngine, CondensePlusContextChatEngine), _CHAT_METHODS, self._enter_engine),
+            ((ContextChatEngine, CondensePlusContextChatEngine, CondenseQuestionChatEngine), _CHAT_METHODS, self._enter_engine),
             (BaseRetriever, _RETRIEVE_METHODS, self._enter_retrieve),
             (BaseEmbedding, _EMBED_METHODS, self._enter_embed),
             (BaseNodePostprocessor, _RERANK_METHODS, self._enter_rerank),
