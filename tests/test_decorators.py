@@ -374,6 +374,25 @@ def test_tracing_off_assembly_renders_the_same_prompt(spans):
     assert off == on and "alpha text" in on and "beta text" not in on  # the budget still binds
 
 
+def test_tracing_off_assembly_dedupes_and_places_as_when_on(spans):
+    """Off, chunks are not hashed when added; duplicates by text still leave the prompt, and the
+    placements read back (``snapshot``) carry the same content digests as when on."""
+    items = [DOCS[0], {"id": "copy", "content": "alpha text"}, DOCS[1], {"content": "id-less"}]
+
+    def build():
+        with ragtrace.assemble(labeller="id") as ctx:
+            landed = [ctx.add(item) for item in items]
+            prompt = ctx.render(question="q")
+        record = ctx.snapshot()
+        return landed, prompt, [(p.chunk_id, p.start, p.end, p.content_hash) for p in record.placements], [d.reason for d in record.dropped]
+
+    on = build()
+    config.reset()
+    off = build()
+    assert off == on and on[0] == [True, False, True, True] and on[3] == ["duplicate"]
+    assert all(digest for *_, digest in on[2])
+
+
 def test_decorator_rejects_positional_options():
     with pytest.raises(TypeError):
         ragtrace.retriever("kb")  # type: ignore[arg-type]

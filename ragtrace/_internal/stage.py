@@ -13,6 +13,7 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from opentelemetry.metrics import _internal as _metrics_api
 from opentelemetry.trace import Span, SpanKind
 
 from . import config as config_module
@@ -36,17 +37,22 @@ class Stage:
     oi_kind: str = ""
     operation: str | None = None
 
+    # per-handle state; class-level defaults, so that a handle that stays inert sets none of them
+    span: Span = trace.INVALID_SPAN
+    attrs: Attributes | None = None
+    state: state_module.PipelineState | None = None
+    _token: object | None = None
+    _closed = False
+    _started = 0.0
+    start_time: int | None = None  # epoch ns, for a stage opened after the fact (integrations)
+    inert = False  # neither traces nor metrics are on: the handle does no bookkeeping
+
     def __init__(self, tracer_provider: trace.TracerProvider | None = None, config: Config | None = None) -> None:
         self._provider = tracer_provider
-        self.config = config or effective_config()
-        self.span: Span = trace.INVALID_SPAN
-        self.attrs: Attributes | None = None
-        self.state: state_module.PipelineState | None = None
-        self._token: object | None = None
-        self._closed = False
-        self._started = 0.0
-        self.start_time: int | None = None  # epoch ns, for a stage opened after the fact (integrations)
-        self.inert = False  # neither traces nor metrics are on: the handle does no bookkeeping
+        if config is None:
+            state = state_module.current()
+            config = state.config if state is not None else config_module._config
+        self.config = config
 
     # -- lifecycle -------------------------------------------------------------------------------
     # set by subclasses that have them; they name the span and label the metrics
@@ -71,7 +77,9 @@ class Stage:
         return {}
 
     def open(self) -> None:
-        if not config_module.telemetry_on(self._provider or self.config.tracer_provider):
+        if (
+            not config_module.PROVIDERS_GIVEN and self._provider is None and trace._TRACER_PROVIDER is None and _metrics_api._METER_PROVIDER is None
+        ) or not config_module.telemetry_on(self._provider or self.config.tracer_provider):
             self.inert = True  # nothing could see a span, a figure or a metric: skip all of it
             return
         self._started = time.perf_counter()
