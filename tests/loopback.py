@@ -122,9 +122,21 @@ class ChatCompletions(QuietHandler):
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
-        events = [{"type": "response.output_text.delta", "item_id": "msg-1", "output_index": 0, "content_index": 0, "delta": p, "logprobs": []}
-                  for p in re.findall(r"\S+\s*", self.answer)]
-        events.append({"type": "response.completed", "response": response})
+        # the API's own order: created, the message and its text part added, the deltas, each done, completed
+        started = {**response, "status": "in_progress", "output": [], "usage": None}
+        part = {"item_id": "msg-1", "output_index": 0, "content_index": 0}
+        events = [
+            {"type": "response.created", "response": started},
+            {"type": "response.output_item.added", "output_index": 0, "item": {**message, "status": "in_progress", "content": []}},
+            {"type": "response.content_part.added", **part, "part": {"type": "output_text", "text": "", "annotations": []}},
+        ]
+        events += [{"type": "response.output_text.delta", **part, "delta": p, "logprobs": []} for p in re.findall(r"\S+\s*", self.answer)]
+        events += [
+            {"type": "response.output_text.done", **part, "text": self.answer, "logprobs": []},
+            {"type": "response.content_part.done", **part, "part": message["content"][0]},
+            {"type": "response.output_item.done", "output_index": 0, "item": message},
+            {"type": "response.completed", "response": response},
+        ]
         for number, event in enumerate(events):
             self.wfile.write(f"event: {event['type']}\n".encode() + b"data: " + json.dumps({**event, "sequence_number": number}).encode() + b"\n\n")
             self.wfile.flush()
