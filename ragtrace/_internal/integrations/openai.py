@@ -1,6 +1,9 @@
 """The OpenAI SDK: every ``chat.completions.create`` and ``responses.create`` call (sync, async,
 ``stream=True``) becomes a generate span, scored against the pipeline's latest assembly; so does
 each ``.parse()`` (it posts its request itself) and each ``.stream()`` (it calls ``create``).
+``vector_stores.search`` is a retrieve span (``openai_vector_stores``): outside any pipeline it
+opens an automatic root that the answer's call joins and ends (``auto_root``), where the retrieved
+chunks are located in the answer's messages when no assembly was recorded.
 
 The SDK has no callback system, so ``create`` and ``parse`` are wrapped with wrapt at class level
 (``Completions``/``AsyncCompletions``, ``Responses``/``AsyncResponses``): clients built before ``instrument()``
@@ -24,6 +27,7 @@ from opentelemetry.instrumentation.utils import unwrap
 from ..generation import Generate
 from ..guard import call_guarded, guard, warn_once
 from ..passthrough import record_as_consumed
+from . import openai_vector_stores
 from ._common import inside_generation
 from .base import RagtraceInstrumentor
 
@@ -46,6 +50,7 @@ class OpenAIInstrumentor(RagtraceInstrumentor):
                     wrapt.wrap_function_wrapper(module, f"{sync}.{method}", _sync_wrapper(provider, prompt))
                 if hasattr(getattr(found, asynchronous), method):
                     wrapt.wrap_function_wrapper(module, f"{asynchronous}.{method}", _async_wrapper(provider, prompt))
+        openai_vector_stores.instrument(provider)  # the SDK's retriever: it opens the automatic root
 
     def _uninstrument(self, **kwargs: Any) -> None:
         import importlib
@@ -55,6 +60,7 @@ class OpenAIInstrumentor(RagtraceInstrumentor):
             for method in _METHODS:
                 unwrap(getattr(found, sync), method)
                 unwrap(getattr(found, asynchronous), method)
+        openai_vector_stores.uninstrument()
 
 
 # --- one call -----------------------------------------------------------------------------------
