@@ -7,9 +7,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from llama_index.core.llms import CompletionResponse
-from llama_index.core.llms.callbacks import llm_completion_callback
-from llama_index_apps import QUESTION, TEXTS, CitingLLM, index, metrics
+from llama_index_apps import QUESTION, TEXTS, BreakingLLM, CitingLLM, index, metrics
 from opentelemetry.trace import StatusCode
 
 import ragtrace
@@ -152,18 +150,6 @@ def test_a_stream_chat_in_redact_mode_exports_no_text(spans):
         assert text not in exported
     assert {a.attributes["rag.context.inclusion_method"] for a in spans.by_stage("assemble")} == {"declared"}
     assert metrics(spans.by_stage("pipeline")[-1])["cited"] == 1
-
-
-class BreakingLLM(CitingLLM):
-    """Streams one word, then the connection breaks."""
-
-    @llm_completion_callback()
-    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> Any:
-        def pieces() -> Any:
-            yield CompletionResponse(text="It ", delta="It ")
-            raise ConnectionError("the stream broke")
-
-        return pieces()
 
 
 def test_a_stream_chat_whose_model_fails_mid_stream_passes_the_error_and_ends_the_root(llama_index_on):
