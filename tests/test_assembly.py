@@ -528,3 +528,24 @@ def test_locate_same_text_under_two_ids_placed_twice_is_found_twice():
     # "[1] " -> 4..19; "\n" 20, "[2] " -> 24..39
     record = locate([chunk("a", "alpha text here"), chunk("a-copy", "alpha text here")], prompt)
     assert [(p.chunk_id, p.label, p.start, p.end) for p in record.placements] == [("a", "1", 4, 19), ("a-copy", "2", 24, 39)]
+
+
+@pytest.mark.parametrize(
+    "chunk_format",
+    ["[{label}] {content}", "{content}", "<{label}>{content}</{label}> ({label}: {content})", "no placeholders", "{id} {label}{content}{other}"],
+)
+def test_context_block_is_the_format_filled_per_chunk(chunk_format):
+    """The block is each chunk's format filled with its label and text (the format parsed once per
+    render, not per chunk), the text after the format when it has no {content}; each recorded span
+    is the chunk's text."""
+    from ragtrace._internal.assembly import fill
+
+    items = [{"id": "a", "content": "alpha {label} text"}, {"id": "b", "content": "beta"}]
+    builder = built(*items, chunk_format=chunk_format, separator="\n--\n")
+    block, spans = builder.context_block()
+    pieces = []
+    for n, item in enumerate(items, 1):  # filled per chunk, as before the format was parsed once
+        head, _, tail = fill(chunk_format, {"label": str(n), "content": "\x00"}).partition("\x00")
+        pieces.append(head + item["content"] + tail.replace("\x00", item["content"]))
+    assert block == "\n--\n".join(pieces)
+    assert [block[start:end] for start, end in spans] == [item["content"] for item in items]

@@ -374,6 +374,25 @@ def test_tracing_off_assembly_renders_the_same_prompt(spans):
     assert off == on and "alpha text" in on and "beta text" not in on  # the budget still binds
 
 
+def test_tracing_off_assembly_dedupes_and_places_as_when_on(spans):
+    """Off, chunks are not hashed when added; duplicates by text still leave the prompt, and the
+    placements read back (``snapshot``) carry the same content digests as when on."""
+    items = [DOCS[0], {"id": "copy", "content": "alpha text"}, DOCS[1], {"content": "id-less"}]
+
+    def build():
+        with ragtrace.assemble(labeller="id") as ctx:
+            landed = [ctx.add(item) for item in items]
+            prompt = ctx.render(question="q")
+        record = ctx.snapshot()
+        return landed, prompt, [(p.chunk_id, p.start, p.end, p.content_hash) for p in record.placements], [d.reason for d in record.dropped]
+
+    on = build()
+    config.reset()
+    off = build()
+    assert off == on and on[0] == [True, False, True, True] and on[3] == ["duplicate"]
+    assert all(digest for *_, digest in on[2])
+
+
 def test_decorator_rejects_positional_options():
     with pytest.raises(TypeError):
         ragtrace.retriever("kb")  # type: ignore[arg-type]
@@ -475,3 +494,87 @@ def test_a_traced_recursive_function_costs_one_frame_per_level(spans):
     with ragtrace.rag_pipeline("deep"):
         assert _deepest(_traced_down) >= 0.48 * plain
     assert spans.by_stage("retrieve")  # it was traced: the spans exist
+
+
+# --- the tracing-off test of a decorated call, in a fresh interpreter (nothing configured yet) ---
+_FRESH_OFF = r'''
+import json, sys
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+import ragtrace
+from ragtrace._internal import config
+
+DOCS = [{"id": "a", "score": 0.9, "content": "alpha text"}]
+
+@ragtrace.retriever
+def search(query):
+    return DOCS
+
+def provider():
+    exporter = InMemorySpanExporter()
+    tp = TracerProvider()
+    tp.add_span_processor(SimpleSpanProcessor(exporter))
+    return tp, exporter
+
+case = sys.argv[1]
+out = {"fast_path_before": not config.PROVIDERS_GIVEN, "same": search("q") is DOCS}
+if case == "global-later":  # the app sets its provider after ragtrace was imported and used
+    tp, exporter = provider()
+    trace.set_tracer_provider(tp)
+    search("q")
+    out["spans"] = [s.attributes.get("rag.stage") for s in exporter.get_finished_spans()]
+elif case == "meter-alone":  # no TracerProvider: the figures still reach the metrics
+    reader = InMemoryMetricReader()
+    metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+    with ragtrace.rag_pipeline("p", query="q") as run:
+        search("q")
+        with ragtrace.assemble() as ctx:
+            ctx.add(DOCS[0])
+            ctx.render(question="q")
+        with ragtrace.generate() as g:
+            g.record("alpha [1]")
+    out["metrics"] = run.metrics
+elif case == "pipeline-provider":  # ragtrace's own explicit provider, the globals unset
+    tp, exporter = provider()
+    with ragtrace.rag_pipeline("p", tracer_provider=tp):
+        search("q")
+    out["spans"] = sorted(s.attributes.get("rag.stage") for s in exporter.get_finished_spans())
+elif case == "configure":
+    tp, exporter = provider()
+    ragtrace.configure(tracer_provider=tp)
+    search("q")
+    out["spans"] = [s.attributes.get("rag.stage") for s in exporter.get_finished_spans()]
+out["fast_path_after"] = not config.PROVIDERS_GIVEN
+print(json.dumps(out))
+'''
+
+
+def _fresh(case: str) -> dict[str, Any]:
+    import json
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", _FRESH_OFF, case], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_tracing_off_test_sees_a_global_provider_set_later():
+    out = _fresh("global-later")
+    assert out["fast_path_before"] and out["same"] and out["fast_path_after"]
+    assert out["spans"] == ["retrieve"]
+
+
+def test_tracing_off_test_sees_a_meter_provider_alone():
+    out = _fresh("meter-alone")
+    assert out["metrics"]["retrieved"] == 1 and out["metrics"]["cited"] == 1
+
+
+@pytest.mark.parametrize("case", ["pipeline-provider", "configure"])
+def test_tracing_off_test_sees_ragtraces_own_providers(case):
+    out = _fresh(case)
+    assert out["fast_path_before"] and not out["fast_path_after"]
+    assert "retrieve" in out["spans"]

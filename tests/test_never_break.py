@@ -222,7 +222,7 @@ FAULTS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
 # the prompt *is* ragtrace's product, so "the same value" cannot hold (see test_builder_core_faults).
 # That includes reading a chunk (to_chunk) in the apps where ragtrace.assemble places the chunks.
 BUILDER_CORE = {
-    "builder.add": _patch((assembly.ContextBuilder, "add")),
+    "builder.place": _patch((assembly.ContextBuilder, "place")),
     "builder.context_block": _patch((assembly.ContextBuilder, "context_block")),
     "to_chunk": FAULTS["to_chunk"],
 }

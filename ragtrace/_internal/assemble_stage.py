@@ -69,13 +69,15 @@ class Assemble(Stage):
     def add(self, chunk: Any) -> bool:
         """Place a chunk in the context; returns False when it did not land (duplicate, budget).
         A list of chunks places each in order, and returns whether all of them landed."""
-        items = chunk if type(chunk) is list else [chunk]  # one level: a list inside it is one item, never recursed into
-        landed = [bool(call_guarded("assembly bookkeeping", self._add, item, default=False)) for item in items]
+        if type(chunk) is not list:
+            return bool(call_guarded("assembly bookkeeping", self._add, chunk, default=False))
+        # one level: a list inside it is one item, never recursed into
+        landed = [bool(call_guarded("assembly bookkeeping", self._add, item, default=False)) for item in chunk]
         return bool(landed) and all(landed)
 
     def _add(self, chunk: Any) -> bool:
         chunk = self._canonical(chunk, rendered=True)
-        return self.builder.add(chunk) if chunk is not None else False
+        return self.builder.place(chunk) if chunk is not None else False
 
     # -- declared placements: the app renders, ragtrace records -----------------------------------
     def place(self, chunk: Any, text: str, *, label: str | None = None) -> bool:
@@ -138,7 +140,7 @@ class Assemble(Stage):
         """``item`` as a chunk under the id it was retrieved under; None (counted) if unplaceable.
         ``rendered``: ragtrace renders its text (``add``), so a content_of that raised rules it out."""
         failed: list[str] = []
-        chunk = placeable(to_chunk(item, 0, self.builder.accessors, failed), failed, rendered=rendered)
+        chunk = placeable(to_chunk(item, 0, self.builder.accessors, failed, hashed=not self.inert), failed, rendered=rendered)
         if chunk is None:
             self.builder.unreadable += 1
             return None

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
 from . import names
-from .chunks import Accessors, Chunk, NO_ACCESSORS, placeable, to_chunk
+from .chunks import Accessors, Chunk, NO_ACCESSORS, content_hash, placeable, to_chunk
 from .tokens import DEFAULT_TOKENIZER, Tokenizer
 
 Message = Mapping[str, Any]
@@ -184,7 +184,7 @@ class ContextBuilder:
         self._entries: list[_Entry] = []
         self._dropped: list[Drop] = []
         self._seen_ids: set[str] = set()
-        self._seen_hashes: set[str] = set()
+        self._seen_texts: set[str] = set()  # the duplicate key: the text itself (its digest, when on, is of it)
         self._used_tokens = 0  # exact, over the counted entries
         self._uncounted = 0  # entries whose count was put off
         self._uncounted_bound = 0  # an upper bound on their tokens
@@ -197,12 +197,15 @@ class ContextBuilder:
     def add(self, item: Any) -> bool:
         """Place one chunk; returns whether it landed (False: duplicate or over budget)."""
         chunk = self._chunk(item)
-        if chunk is None:
-            return False
-        if chunk.id in self._seen_ids or (chunk.content_hash and chunk.content_hash in self._seen_hashes):
+        return self.place(chunk) if chunk is not None else False
+
+    def place(self, chunk: Chunk) -> bool:
+        """``add`` for a chunk already read and found placeable (``chunks.placeable``)."""
+        content = chunk.content
+        if chunk.id in self._seen_ids or (content and content in self._seen_texts):
             self._dropped.append(Drop(chunk.id, names.DROP_DUPLICATE))
             return False
-        text = chunk.content or ""
+        text = content or ""
         tokens: int | None = None
         truncated = False
         bound = self._at_most(text) if self._at_most is not None else None
@@ -222,8 +225,8 @@ class ContextBuilder:
             tokens = self.tokenizer.count(text)
             truncated = True
         self._seen_ids.add(chunk.id)
-        if chunk.content_hash:
-            self._seen_hashes.add(chunk.content_hash)
+        if content:
+            self._seen_texts.add(content)
         if tokens is not None:
             self._used_tokens += tokens
         label = self._label(chunk, len(self._entries) + 1)
@@ -267,11 +270,16 @@ class ContextBuilder:
         spans: list[tuple[int, int]] = []
         offset = 0
         marker = "\x00"
+        # the chunk format split once at its first {content}; {label} is filled per chunk below
+        # (only the format's own placeholders: a label or text holding "{label}" stays as it is)
+        head_format, _, tail_format = fill(self.chunk_format, {"content": marker}).partition(marker)
+        labelled_head, labelled_tail = "{label}" in head_format, "{label}" in tail_format
         for index, entry in enumerate(self._entries):
             if index:
                 pieces.append(self.separator)
                 offset += len(self.separator)
-            head, _, tail = fill(self.chunk_format, {"label": entry.label, "content": marker}).partition(marker)
+            head = head_format.replace("{label}", entry.label) if labelled_head else head_format
+            tail = tail_format.replace("{label}", entry.label) if labelled_tail else tail_format
             start = offset + len(head)
             spans.append((start, start + len(entry.text)))
             piece = head + entry.text + tail.replace(marker, entry.text)  # {content} used twice
@@ -307,7 +315,7 @@ class ContextBuilder:
                 tokens=entry.tokens,  # type: ignore[arg-type]  # counted by _count_all
                 truncated=entry.truncated,
                 message_index=message_index,
-                content_hash=entry.chunk.content_hash,
+                content_hash=_digest(entry.chunk),
             )
             for position, (entry, (start, end)) in enumerate(zip(self._entries, spans), start=1)
         ]
@@ -338,3 +346,10 @@ class ContextBuilder:
             max_tokens=self.max_tokens,
             prompt=self._prompt,
         )
+
+
+def _digest(chunk: Chunk) -> str | None:
+    """The chunk's content digest: read with tracing off, a chunk was not hashed when added."""
+    if chunk.content_hash is not None or chunk.content is None:
+        return chunk.content_hash
+    return content_hash(chunk.content)

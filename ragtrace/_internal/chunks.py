@@ -129,7 +129,7 @@ def _until_failure(items: Iterable[Any], failures: list[BaseException]) -> Itera
         yield item
 
 
-def to_chunk(item: Any, rank: int, accessors: Accessors = NO_ACCESSORS, failed: list[str] | None = None) -> Chunk | None:
+def to_chunk(item: Any, rank: int, accessors: Accessors = NO_ACCESSORS, failed: list[str] | None = None, *, hashed: bool = True) -> Chunk | None:
     """One result -> a ``Chunk``, or ``None`` when it has neither an id nor text.
 
     A user callback that raises leaves only its own field unknown, and its role is appended to
@@ -137,6 +137,8 @@ def to_chunk(item: Any, rank: int, accessors: Accessors = NO_ACCESSORS, failed: 
     ``id_of`` raised, the id is the content digest (what id-less chunks get, so the same item
     placed later still matches) or, with no text either, a positional stand-in
     (``STAND_IN`` + rank; the retrieve stage makes it unique per retrieval).
+    ``hashed=False`` (tracing off, where nothing reads it) leaves ``content_hash`` out of a chunk
+    that has an id of its own.
     """
     if isinstance(item, Chunk):
         return item
@@ -152,7 +154,7 @@ def to_chunk(item: Any, rank: int, accessors: Accessors = NO_ACCESSORS, failed: 
     if type(item) is dict and accessors is NO_ACCESSORS:
         raw_id, raw_content = item.get("id"), item.get("content")
         if type(raw_id) is str and raw_id and type(raw_content) is str:
-            return _plain_dict_chunk(item, raw_id, raw_content, rank, score)
+            return _plain_dict_chunk(item, raw_id, raw_content, rank, score, hashed)
     raw_id = _users(accessors.id_of, "id_of", item) if accessors.id_of else _field(item, _ID_KEYS)
     raw_content = _users(accessors.content_of, "content_of", item) if accessors.content_of else _content(item)
     if accessors.score_of:
@@ -172,8 +174,8 @@ def to_chunk(item: Any, rank: int, accessors: Accessors = NO_ACCESSORS, failed: 
         raw_id, raw_content = (None if id_failed else raw_id), (None if raw_content is _FAILED else raw_content)
         score = None if score is _FAILED else score
     text = _text(raw_content)
-    digest = content_hash(text) if text is not None else None
     chunk_id = _text(raw_id)
+    digest = content_hash(text) if text is not None and (hashed or not chunk_id) else None
     if not chunk_id:
         if digest is not None:
             chunk_id = digest
@@ -214,13 +216,14 @@ def _users(callback: Callable[[Any], Any], role: str, item: Any) -> Any:
         return _FAILED
 
 
-def _plain_dict_chunk(item: dict[str, Any], chunk_id: str, text: str, rank: int, score: Any) -> Chunk:
+def _plain_dict_chunk(item: dict[str, Any], chunk_id: str, text: str, rank: int, score: Any, hashed: bool) -> Chunk:
     """The common shape, ``{"id": str, "content": str, ...}``, read without the generic checks
     (same result: these keys come first in the alias lists)."""
+    digest = content_hash(text) if hashed else None
     if len(item) == 2 or (len(item) == 3 and "score" in item):  # nothing but id, content (, score)
         if score is None:
             score = item.get("score")
-        return Chunk(chunk_id, rank, _finite(score), text, None, None, content_hash(text))
+        return Chunk(chunk_id, rank, _finite(score), text, None, None, digest)
     if score is None:
         score = _first(item, _SCORE_KEYS)
         if score is None:
@@ -233,7 +236,7 @@ def _plain_dict_chunk(item: dict[str, Any], chunk_id: str, text: str, rank: int,
         text,
         metadata if isinstance(metadata, Mapping) else None,
         _token_count(_first(item, _TOKEN_KEYS)),
-        content_hash(text),
+        digest,
     )
 
 

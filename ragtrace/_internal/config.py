@@ -142,6 +142,8 @@ def configure(
         _retire_own()
 
     keyed.set_key(key)
+    if provider is not None or meter_provider is not None:
+        provider_given()
     with _config_lock:
         _config = Config(
             tracer_provider=provider,
@@ -161,6 +163,8 @@ def restore(previous: Config) -> None:
     global _config
     if not isinstance(previous, Config):
         raise TypeError("restore() takes a Config returned by current()")
+    if previous.tracer_provider is not None or previous.meter_provider is not None:
+        provider_given()
     with _config_lock:
         _config = previous
 
@@ -385,6 +389,18 @@ _NO_METER_PROVIDER = metrics.NoOpMeterProvider()
 # Providers named in the environment are created lazily by the API's getters: use those then.
 _ENVIRONMENT_PROVIDERS = bool(os.environ.get("OTEL_PYTHON_TRACER_PROVIDER") or os.environ.get("OTEL_PYTHON_METER_PROVIDER"))
 _READ_SLOTS = not _ENVIRONMENT_PROVIDERS and hasattr(trace, "_TRACER_PROVIDER") and hasattr(_metrics_api, "_METER_PROVIDER")
+
+# The decorators' off test: while this is False and both API slots are empty, no provider is on
+# anywhere (no pipeline can have a state either), so a decorated call goes straight through on
+# three slot reads and no call. It turns True, for good, once ragtrace is handed a provider
+# itself (``configure``, ``rag_pipeline(tracer_provider=)``, a decorator's ``tracer_provider=``);
+# decorated calls then take the full check (``telemetry_on`` and the pipeline's state).
+PROVIDERS_GIVEN = not _READ_SLOTS
+
+
+def provider_given() -> None:
+    global PROVIDERS_GIVEN
+    PROVIDERS_GIVEN = True
 
 
 guard.new_locks_after_fork(__name__, "_config_lock", "_own_lock")

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import wrapt
 from opentelemetry import trace
+from opentelemetry.metrics import _internal as _metrics_api
 
 from . import config as config_module
 from . import names, state as state_module
@@ -40,6 +41,8 @@ _PROMPT_KEYS = ("prompt", "messages")
 def _decorate(func: Any, make: MakeStage, on_result: OnResult, provider: trace.TracerProvider | None, *, results_stream: bool = False) -> Any:
     """``results_stream``: the stage records the items of what the function returns, so a returned
     one-shot iterator is recorded as the application consumes it (``passthrough``), never read here."""
+    if provider is not None:
+        config_module.provider_given()
     target = getattr(func, "__func__", func)
     if inspect.isasyncgenfunction(target):
         run = _run_async_generator
@@ -54,6 +57,8 @@ def _decorate(func: Any, make: MakeStage, on_result: OnResult, provider: trace.T
 
     @wrapt.decorator
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if not config_module.PROVIDERS_GIVEN and trace._TRACER_PROVIDER is None and _metrics_api._METER_PROVIDER is None:
+            return wrapped(*args, **kwargs)  # tracing off: the one test (config.PROVIDERS_GIVEN)
         if state_module.current() is None and not config_module.telemetry_on(provider):
             return wrapped(*args, **kwargs)
         if run is not None:
@@ -91,6 +96,8 @@ def _plain_sync(func: Callable[..., Any], make: MakeStage, on_result: OnResult, 
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if not config_module.PROVIDERS_GIVEN and trace._TRACER_PROVIDER is None and _metrics_api._METER_PROVIDER is None:
+            return func(*args, **kwargs)  # tracing off: the one test (config.PROVIDERS_GIVEN)
         if state_module.current() is None and not config_module.telemetry_on(provider):
             return func(*args, **kwargs)
         stage = _new_stage(make, args, kwargs)

@@ -30,6 +30,7 @@ class RagPipeline(Stage):
 
     stage = names.STAGE_PIPELINE
     release_span = False
+    joins_auto_root = False  # a pipeline is a root of its own
     oi_kind = names.OI_KIND_CHAIN
     operation = names.OP_WORKFLOW
 
@@ -54,6 +55,7 @@ class RagPipeline(Stage):
         config = config_module.with_content(config_module.current(), capture_content, redactor)
         if tracer_provider is not None:  # the pipeline's stages use its provider too
             config = replace(config, tracer_provider=tracer_provider)
+            config_module.provider_given()
         super().__init__(tracer_provider=tracer_provider, config=config)
         self.name = name
         self.query = query

@@ -40,11 +40,11 @@ class Embed(Stage):
         text: str | Sequence[str] | None = None,
     ) -> None:
         """Record the embedding result: dimensions (or the vectors to read them from), tokens, input."""
+        if self.attrs is None:  # the span could not be started, or the stage is inert
+            return
         with guard("embed record"):
             if dimensions is None and vectors is not None:
                 dimensions = _dimensions(vectors)
-            if self.attrs is None:  # the span could not be started
-                return
             self.attrs.set(names.GEN_AI_EMBEDDINGS_DIMENSION_COUNT, int_or_none(dimensions, "dimensions"))
             tokens = int_or_none(input_tokens, "input_tokens")
             self.attrs.set(names.GEN_AI_USAGE_INPUT_TOKENS, tokens)

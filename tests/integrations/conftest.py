@@ -18,3 +18,11 @@ def langchain_on(spans) -> Iterator[None]:
     yield
     ragtrace.uninstrument("langchain")
     assert len(langchain._handler.runs) == 0, "every run that started has ended"
+
+
+@pytest.fixture
+def llama_index_on(spans):
+    """``ragtrace.instrument("llama_index")``, undone after the test; yields the spans."""
+    ragtrace.instrument("llama_index")
+    yield spans
+    ragtrace.uninstrument("llama_index")

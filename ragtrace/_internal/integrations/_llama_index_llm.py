@@ -195,12 +195,12 @@ class LlmCalls:
             if call.streaming:
                 self.end_call(call)
 
-    def end_leftovers(self, state: state_module.PipelineState | None) -> None:
-        """Close the calls of a pipeline whose stream was abandoned (they end with its root)."""
+    def end_leftovers(self, state: state_module.PipelineState | None, error: BaseException | None = None) -> None:
+        """Close the calls of a pipeline whose stream was abandoned or broke (they end with its root)."""
         with self.lock:
             left = {id(c): c for c in self.calls.values() if c.generate.state is state}
         for call in left.values():
-            self.end_call(call)
+            self.end_call(call, error)
 
 
 def _number(value: Any) -> float | None:

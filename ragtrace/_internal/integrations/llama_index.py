@@ -1,8 +1,8 @@
 """LlamaIndex (llama-index-core 0.14): a span handler and an event handler on the root
 instrumentation dispatcher translate a query into ragtrace's stage handles.
 
-- the outermost ``query``/``aquery`` of a query engine, or ``chat``/``achat`` of a chat engine
-  (one turn), is the pipeline root when no ``rag_pipeline`` surrounds it;
+- the outermost ``query``/``aquery`` of a query engine, or ``chat``/``achat``/``stream_chat``/
+  ``astream_chat`` of a chat engine (one turn), is the pipeline root when no ``rag_pipeline`` surrounds it;
 - a retriever's ``retrieve`` is a retrieve span (ids, scores and ranks from its ``NodeWithScore``
   list), a query embedding inside it an embed span, a node postprocessor a rerank span;
 - each LLM call of the response synthesizer gets an assemble span for the prompt it is sent and a
@@ -13,13 +13,14 @@ instrumentation dispatcher translate a query into ragtrace's stage handles.
   *located* in the prompt instead, and the record says so;
 - the QA call's role is ``answer``, a refine call's ``refine``: it rewrites the answer with the next
   packed chunk and supersedes it, so only the final answer is scored (``_llama_index_llm``). LLM
-  calls in a postprocessor are ``grader``, elsewhere in a query engine ``rewrite`` (query
-  transforms): traced, left out of the figures.
+  calls in a postprocessor are ``grader``, elsewhere in a query or chat engine ``rewrite`` (query
+  transforms, a chat engine condensing the history into a question): traced, left out of the figures.
 
 ``streaming=True``: the query returns before the model is called. The ``StreamingResponse`` goes
 back to the app unread; its ``response_gen`` is replaced by a generator that passes every token
 through while the pipeline's context is active, and the root ends when the stream does; the
-same for ``aquery``'s ``AsyncStreamingResponse`` and its async ``response_gen``.
+same for ``aquery``'s ``AsyncStreamingResponse`` and its async ``response_gen``. A chat engine's
+``stream_chat``/``astream_chat`` turn ends with the engine's own writer (``_llama_index_chat``).
 """
 
 from __future__ import annotations
@@ -39,13 +40,15 @@ from ..pipeline import RagPipeline
 from ..retrieval import Embed, Rerank, Retrieve
 from ..stage import Stage
 from ._common import Attached
+from ._llama_index_chat import STREAM_CHAT_METHODS, WRITER_METHODS, StreamedTurns
 from ._llama_index_llm import LLM_METHODS, LlmCalls, Synthesis
 from .base import RagtraceInstrumentor
 
 _ENGINE_METHODS = frozenset({"query", "aquery"})
-# a turn of a chat engine that retrieves and answers through a synthesizer (not a plain
-# SimpleChatEngine, whose reply must stay an answer, nor the multimodal ones); streams not covered yet
-_CHAT_METHODS = frozenset({"chat", "achat"})
+# a turn of a chat engine that retrieves and answers through a synthesizer, its own or its query
+# engine's (condense_question); not a plain SimpleChatEngine, whose reply must stay an answer, nor
+# the multimodal ones. An LLM call of the engine itself (condensing the history) is a rewrite
+_CHAT_METHODS = frozenset({"chat", "achat"}) | STREAM_CHAT_METHODS
 _RETRIEVE_METHODS = frozenset({"retrieve", "aretrieve"})
 _RERANK_METHODS = frozenset({"_postprocess_nodes", "_apostprocess_nodes"})
 _SYNTHESIZE_METHODS = frozenset({"synthesize", "asynthesize"})
@@ -113,27 +116,30 @@ class _Tracker:
         from llama_index.core.base.base_retriever import BaseRetriever
         from llama_index.core.base.embeddings.base import BaseEmbedding
         from llama_index.core.base.llms.base import BaseLLM
-        from llama_index.core.chat_engine import CondensePlusContextChatEngine, ContextChatEngine
+        from llama_index.core.chat_engine import CondensePlusContextChatEngine, CondenseQuestionChatEngine, ContextChatEngine
         from llama_index.core.base.response.schema import AsyncStreamingResponse, StreamingResponse
+        from llama_index.core.chat_engine.types import StreamingAgentChatResponse
         from llama_index.core.postprocessor.types import BaseNodePostprocessor
         from llama_index.core.response_synthesizers.base import BaseSynthesizer
 
         self.provider = provider
         self.kinds = (
             (BaseQueryEngine, _ENGINE_METHODS, self._enter_engine),
-            ((ContextChatEngine, CondensePlusContextChatEngine), _CHAT_METHODS, self._enter_engine),
+            ((ContextChatEngine, CondensePlusContextChatEngine, CondenseQuestionChatEngine), _CHAT_METHODS, self._enter_engine),
             (BaseRetriever, _RETRIEVE_METHODS, self._enter_retrieve),
             (BaseEmbedding, _EMBED_METHODS, self._enter_embed),
             (BaseNodePostprocessor, _RERANK_METHODS, self._enter_rerank),
             (BaseSynthesizer, _SYNTHESIZE_METHODS, self._enter_synthesis),
             (BaseSynthesizer, _GET_RESPONSE_METHODS, self._enter_get_response),
             (BaseLLM, LLM_METHODS, self._enter_llm),
+            (StreamingAgentChatResponse, WRITER_METHODS, self._enter_writer),
         )
         self.streaming_response = StreamingResponse
         self.async_streaming_response = AsyncStreamingResponse
         self.lock = threading.Lock()
         self.open: dict[str, _Opened] = {}  # dispatcher span id -> what enter started
         self.llm = LlmCalls(provider)
+        self.turns = StreamedTurns()
 
     # -- dispatcher spans ------------------------------------------------------------------------
     def enter(self, id_: str, bound_args: Any, instance: Any, parent_id: str | None) -> None:
@@ -146,6 +152,10 @@ class _Tracker:
     def exit(self, id_: str, result: Any, error: BaseException | None) -> Any:
         """Finish what ``enter`` started for this span; returns the result to hand back."""
         self.llm.exit(id_, result, error)
+        turn = self.turns.writer_ended(id_, error)
+        if turn is not None:  # a streamed chat turn's writer, the last of it to end
+            _end_stream(turn.root, self, turn.error)
+            return result
         with self.lock:
             opened = self.open.pop(id_, None)
         if opened is None:
@@ -166,8 +176,9 @@ class _Tracker:
             elif isinstance(stage, (Retrieve, Embed)):
                 stage.record(result)
             elif isinstance(stage, RagPipeline):
-                return self._passing(result, stage, None)
+                return self._passing(result, stage, None, id_)
         if isinstance(stage, RagPipeline):
+            self.turns.failed(id_)
             self.llm.end_leftovers(stage.state)
         stage.close(error)
         return result
@@ -187,7 +198,13 @@ class _Tracker:
             return
         query = args.get("str_or_query_bundle", args.get("message"))  # a query engine's, a chat engine's
         run = RagPipeline(type(instance).__name__, query=_query_text(query), tracer_provider=self.provider)
+        if method in STREAM_CHAT_METHODS:
+            self.turns.started(id_, run)
         self._open(id_, run, _Region("engine"))
+
+    def _enter_writer(self, id_: str, args: dict[str, Any], instance: Any, method: str, parent: str | None) -> None:
+        """A streamed chat turn's writer, which calls the model (``_llama_index_chat``)."""
+        self.turns.writer_started(id_, parent)
 
     def _enter_retrieve(self, id_: str, args: dict[str, Any], instance: Any, method: str, parent: str | None) -> None:
         region = _region.get()
@@ -235,10 +252,15 @@ class _Tracker:
         self.llm.enter(id_, args, instance, method, parent, kind, synthesis)
 
     # -- streams ---------------------------------------------------------------------------------
-    def _passing(self, result: Any, root: RagPipeline | None, region: _Region | None) -> Any:
+    def _passing(self, result: Any, root: RagPipeline | None, region: _Region | None, engine_id: str | None = None) -> Any:
         """A StreamingResponse whose tokens pass through with the pipeline's context active (the
-        model is called while the app reads them); the root ends with the stream."""
-        if isinstance(result, self.streaming_response) and hasattr(result.response_gen, "__next__"):
+        model is called while the app reads them); the root ends with the stream. A streamed chat
+        turn's root ends with the engine's writer, unless that is done already."""
+        if engine_id is not None and engine_id in self.turns:
+            turn = self.turns.returned(engine_id, result)
+            if turn is not None:
+                _end_stream(turn.root, self, turn.error)
+        elif isinstance(result, self.streaming_response) and hasattr(result.response_gen, "__next__"):
             result.response_gen = _passing(result.response_gen, root, region, self)
         elif isinstance(result, self.async_streaming_response) and hasattr(result.response_gen, "__anext__"):
             result.response_gen = _apassing(result.response_gen, root, region, self)
@@ -249,6 +271,7 @@ class _Tracker:
 
 
 def _passing(tokens: Iterator[Any], root: RagPipeline | None, region: _Region | None, tracker: _Tracker) -> Iterator[Any]:
+    error = None  # the stream's own (the model failed mid-answer): the spans end with it, the app gets it
     try:
         while True:
             with _stream_step(root, region):
@@ -256,13 +279,17 @@ def _passing(tokens: Iterator[Any], root: RagPipeline | None, region: _Region | 
                     item = next(tokens)
                 except StopIteration:
                     return
+                except BaseException as failed:
+                    error = failed
+                    raise
             yield item
     finally:
-        _end_stream(root, tracker)
+        _end_stream(root, tracker, error)
 
 
 async def _apassing(tokens: AsyncIterator[Any], root: RagPipeline | None, region: _Region | None, tracker: _Tracker) -> AsyncIterator[Any]:
     """``_passing`` for ``aquery(...)`` with ``streaming=True`` (an ``AsyncStreamingResponse``)."""
+    error = None
     try:
         while True:
             with _stream_step(root, region):
@@ -270,9 +297,12 @@ async def _apassing(tokens: AsyncIterator[Any], root: RagPipeline | None, region
                     item = await tokens.__anext__()
                 except StopAsyncIteration:
                     return
+                except BaseException as failed:
+                    error = failed
+                    raise
             yield item
     finally:
-        _end_stream(root, tracker)
+        _end_stream(root, tracker, error)
 
 
 @contextmanager
@@ -293,11 +323,11 @@ def _stream_step(root: RagPipeline | None, region: _Region | None) -> Iterator[N
                 root.detach()
 
 
-def _end_stream(root: RagPipeline | None, tracker: _Tracker) -> None:
+def _end_stream(root: RagPipeline | None, tracker: _Tracker, error: BaseException | None = None) -> None:
     if root is not None:
         with guard("llama_index stream"):
-            tracker.llm.end_leftovers(root.state)
-            root.close()
+            tracker.llm.end_leftovers(root.state, error)
+            root.close(error)
 
 
 def _query_text(query: Any) -> str | None:
