@@ -10,6 +10,7 @@ the other working.
 from __future__ import annotations
 
 import asyncio
+import math
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -59,16 +60,17 @@ from integrations.test_openai import assembled_messages, check_trace, client  # 
 OPENLLMETRY_OPENAI = "opentelemetry.instrumentation.openai"
 
 
-def _strip_openllmetry_openai() -> None:
-    """OpenLLMetry's OpenAI ``uninstrument()`` (0.62.4) leaves its wrappers on the SDK's classes (it
-    hands OpenTelemetry's ``unwrap`` "Completions.create" as one attribute, which it never finds):
-    take them off so that later tests get the SDK as it was."""
+def strip_wrappers(modules: str, wrappers: str) -> None:
+    """OpenLLMetry 0.62.4's ``uninstrument()`` leaves its wrappers on (it hands OpenTelemetry's
+    ``unwrap`` "Completions.create" as one attribute name, which it never finds): take the ones
+    from ``wrappers`` (a module prefix) off every class of the ``modules`` loaded, so that later
+    tests get the library as it was."""
     for name, module in list(sys.modules.items()):
-        if not name.startswith("openai.resources"):
+        if not name.startswith(modules):
             continue
         for owner in [v for v in vars(module).values() if isinstance(v, type)]:
             for attribute, value in list(vars(owner).items()):
-                while _wrapper_module(value).startswith(OPENLLMETRY_OPENAI):
+                while _wrapper_module(value).startswith(wrappers):
                     value = value.__wrapped__
                     setattr(owner, attribute, value)
 
@@ -89,7 +91,7 @@ def openai_both_on(spans, order: str) -> Iterator[object]:
     finally:
         ragtrace.uninstrument("openai")
         theirs.uninstrument()
-        _strip_openllmetry_openai()
+        strip_wrappers("openai.resources", OPENLLMETRY_OPENAI)
 
 
 async def _openai_app(url: str, stream: bool, asynchronous: bool) -> tuple[str, list[dict], type]:
@@ -160,7 +162,7 @@ def test_openai_uninstrumenting_ragtrace_leaves_openllmetry_on_alone(spans, chat
 @pytest.mark.parametrize("order", ORDERS)
 def test_openai_uninstrumenting_openllmetry_leaves_ragtrace_working(spans, chat_server, order):
     """OpenLLMetry 0.62.4's ``uninstrument()`` leaves its wrapper on and recording (see
-    ``_strip_openllmetry_openai``): ragtrace's figures are unchanged either way."""
+    ``strip_wrappers``): ragtrace's figures are unchanged either way."""
     url, _ = chat_server
     with openai_both_on(spans, order) as theirs:
         theirs.uninstrument()
@@ -190,3 +192,145 @@ def test_openai_a_call_inside_the_users_generate_span_is_recorded_once(spans, ch
     (theirs,) = [s for s in spans.all() if "rag.stage" not in s.attributes]
     assert parent_of(spans, theirs) is generated  # OpenLLMetry's span inside the user's generate span
     assert (run.metrics["retrieved"], run.metrics["in_context"], run.metrics["cited"]) == (3, 2, 1)
+
+
+# --- LangChain: OpenLLMetry's callback handler beside ragtrace's ----------------------------------
+from integrations.test_langchain import QUESTION as LANGCHAIN_QUESTION  # noqa: E402
+from integrations.test_langchain import expected_ids, figures, lcel_chain, retrieval_chain, store  # noqa: E402, F401
+
+OPENLLMETRY_LANGCHAIN = "opentelemetry.instrumentation.langchain"
+
+
+@contextmanager
+def langchain_both_on(spans, order: str) -> Iterator[object]:
+    """OpenLLMetry's LangchainInstrumentor and ``ragtrace.instrument("langchain")``, in ``order``."""
+    from opentelemetry.instrumentation.langchain import LangchainInstrumentor as OpenLLMetryLangChain
+
+    theirs = OpenLLMetryLangChain()
+    try:
+        if order == "openllmetry-first":
+            theirs.instrument(tracer_provider=spans.provider)
+        assert ragtrace.instrument("langchain") == ["langchain"]
+        if order == "ragtrace-first":
+            theirs.instrument(tracer_provider=spans.provider)
+        yield theirs
+    finally:
+        ragtrace.uninstrument("langchain")
+        theirs.uninstrument()
+        strip_wrappers("langchain_core.callbacks", OPENLLMETRY_LANGCHAIN)
+
+
+def langchain_app(kind: str, store, answer: str):
+    """The LCEL chain or the create_retrieval_chain app of test_langchain.py, and its input."""
+    if kind == "lcel":
+        return lcel_chain(store, answer), LANGCHAIN_QUESTION
+    return retrieval_chain(store, answer), {"input": LANGCHAIN_QUESTION}
+
+
+def check_langchain_figures(spans, kind: str, ids: list[str]) -> None:
+    """The ragtrace-alone tests' figures: 3 retrieved, all 3 placed, the answer cites one."""
+    assembled = spans.one("assemble").attributes
+    assert assembled["rag.context.inclusion_method"] == ("located" if kind == "lcel" else "declared")
+    assert list(assembled["rag.context.chunk_ids"]) == ids
+    assert list(spans.one("generate").attributes["rag.citation.ids"]) == [ids[0]]
+    got = figures(spans.one("pipeline"))
+    assert (got["retrieved"], got["in_context"], got["cited"]) == (3, 3, 1)
+    assert math.isclose(got["recall_proxy"], 1 / 3) and got["context_precision"] == 1.0
+    assert math.isclose(got["context_utilization"], 1 / 3)
+
+
+def ragtraces(spans) -> dict[str, dict]:
+    """ragtrace's record of a run, stage by stage: every rag.* attribute but span ids."""
+    return {
+        s.attributes["rag.stage"]: {k: v for k, v in s.attributes.items() if k.startswith("rag.") and not k.endswith("span_id")}
+        for s in spans.all()
+        if "rag.stage" in s.attributes
+    }
+
+
+def _answer(kind: str, ids: list[str]) -> str:
+    return "Refunds take 5 business days [1]." if kind == "lcel" else f"See [{ids[0]}]."
+
+
+def _returned(kind: str, out):
+    """What the app got, comparable across runs (the retrieval chain returns Documents)."""
+    if kind == "lcel" or "context" not in out:
+        return out
+    return {**out, "context": [(d.id, d.page_content) for d in out["context"]]}
+
+
+def check_langchain_trace(spans, kind: str, ids: list[str]) -> None:
+    """One chain call with both on: one trace, ragtrace's root inside OpenLLMetry's outermost span,
+    ragtrace's stages under its root, the retriever and the model call duplicated; the figures."""
+    everything = spans.all()
+    assert len({s.context.trace_id for s in everything}) == 1
+    theirs = [s for s in everything if s.instrumentation_scope.name == OPENLLMETRY_LANGCHAIN]
+    ours = [s for s in everything if "rag.stage" in s.attributes]
+    assert len(everything) == len(theirs) + len(ours)
+    assert sorted(s.attributes["rag.stage"] for s in ours) == ["assemble", "generate", "pipeline", "retrieve"]
+    (their_root,) = [s for s in theirs if s.parent is None]
+    assert their_root.name == ("RunnableSequence" if kind == "lcel" else "retrieval_chain") + ".workflow"
+    root = spans.one("pipeline")
+    assert parent_of(spans, root) is their_root
+    assert {parent_of(spans, s) for s in ours if s is not root} == {root}
+    assert sorted(s.name for s in theirs if s.name.startswith(("vector_db_retrieve", "FakeListChatModel"))) == [
+        "FakeListChatModel.chat",
+        "vector_db_retrieve VectorStoreRetriever",
+    ]
+    if kind == "lcel" or spans.one("assemble").attributes["rag.context.inclusion_method"] == "declared":
+        check_langchain_figures(spans, kind, ids)  # (a streamed retrieval chain is located, alone too)
+
+
+@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("kind", ["lcel", "retrieval_chain"])
+def test_langchain_beside_openllmetry_the_app_and_the_figures_are_unchanged(spans, store, order, kind):
+    ids = expected_ids(store)
+
+    def run(how: str):
+        chain, given = langchain_app(kind, store, _answer(kind, ids))
+        if how == "invoke":
+            return _returned(kind, chain.invoke(given))
+        return [_returned(kind, piece) for piece in chain.stream(given)]
+
+    returned = {how: run(how) for how in ("invoke", "stream")}  # neither instrumentor on
+    assert spans.all() == []
+    recorded = {}
+    ragtrace.instrument("langchain")
+    try:
+        for how in ("invoke", "stream"):
+            spans.clear()
+            run(how)
+            recorded[how] = ragtraces(spans)
+    finally:
+        ragtrace.uninstrument("langchain")
+    with langchain_both_on(spans, order):
+        for how in ("invoke", "stream"):
+            spans.clear()
+            assert run(how) == returned[how]
+            check_langchain_trace(spans, kind, ids)
+            assert ragtraces(spans) == recorded[how]  # every rag.* attribute as with ragtrace alone
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_langchain_uninstrumenting_either_leaves_the_other_working(spans, store, order):
+    ids = expected_ids(store)
+    ragtrace.instrument("langchain")
+    try:
+        lcel_chain(store, _answer("lcel", ids)).invoke(LANGCHAIN_QUESTION)
+    finally:
+        ragtrace.uninstrument("langchain")
+    alone = ragtraces(spans)
+    spans.clear()
+    with langchain_both_on(spans, order) as theirs:
+        lcel_chain(store, _answer("lcel", ids)).invoke(LANGCHAIN_QUESTION)
+        theirs_both = sorted(s.name for s in spans.all() if "rag.stage" not in s.attributes)
+        spans.clear()
+        ragtrace.uninstrument("langchain")
+        assert lcel_chain(store, _answer("lcel", ids)).invoke(LANGCHAIN_QUESTION) == _answer("lcel", ids)
+        assert sorted(s.name for s in spans.all()) == theirs_both  # OpenLLMetry's spans, none of ragtrace's
+        spans.clear()
+        assert ragtrace.instrument("langchain") == ["langchain"]
+        theirs.uninstrument()  # 0.62.4 leaves its handler on (see strip_wrappers): its spans keep coming
+        lcel_chain(store, _answer("lcel", ids)).invoke(LANGCHAIN_QUESTION)
+        assert ragtraces(spans) == alone
+        check_langchain_trace(spans, "lcel", ids)
