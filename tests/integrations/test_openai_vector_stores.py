@@ -368,3 +368,13 @@ def test_a_responses_api_answer_joins_and_ends_the_root_too(instrumented, chat_s
         system, user = messages(list(sdk.vector_stores.search("vs_kb", query=QUESTION, max_num_results=3)))
         assert sdk.responses.create(model="gpt-4o-mini", instructions=system["content"], input=user["content"]).output_text == ANSWER
     check_trace(instrumented)
+
+
+def test_messages_with_content_parts_are_searched_too(instrumented, chat_server):
+    """The SDK takes a message's content as a list of text parts as well as a string."""
+    url, _ = chat_server
+    sdk = client(url)
+    system, user = messages(list(sdk.vector_stores.search("vs_kb", query=QUESTION, max_num_results=3)))
+    parted = [system, {"role": "user", "content": [{"type": "text", "text": user["content"]}]}]
+    sdk.chat.completions.create(model="gpt-4o-mini", messages=parted)
+    check_trace(instrumented)
