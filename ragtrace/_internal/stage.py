@@ -28,6 +28,10 @@ from .spans import Attributes, all_passed, json_messages_within, record_error, t
 
 _ESSENTIAL_AT_START = (names.RAG_STAGE, names.GEN_AI_OPERATION_NAME, names.OI_SPAN_KIND)
 
+# The stage whose span a context made current. It stays in the contexts other instrumentors derive
+# from that one (OpenLLMetry's span made current inside ours), where the current span no longer says.
+STAGE_KEY = otel_context.create_key("ragtrace_stage")
+
 
 class Stage:
     """Base of all handles: span lifecycle, context attachment, error recording."""
@@ -135,7 +139,12 @@ class Stage:
 
     def attach(self) -> None:
         if not self.inert:
-            self._token = otel_context.attach(trace.set_span_in_context(self.span))
+            self._token = otel_context.attach(self.in_context(self.span))
+
+    def in_context(self, span: Span) -> otel_context.Context:
+        """The current context with ``span`` (this stage's, or a stand-in for it) current and this
+        stage under ``STAGE_KEY``."""
+        return otel_context.set_value(STAGE_KEY, self, trace.set_span_in_context(span))
 
     def detach(self) -> None:
         if self._token is not None:

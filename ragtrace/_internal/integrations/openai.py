@@ -22,13 +22,12 @@ from typing import Any
 
 import wrapt
 from opentelemetry import trace
-from opentelemetry.instrumentation.utils import unwrap
 
 from ..generation import Generate
 from ..guard import call_guarded, guard, warn_once
 from ..passthrough import record_as_consumed
 from . import openai_vector_stores
-from ._common import inside_generation
+from ._common import inside_generation, unwrap
 from .base import RagtraceInstrumentor
 
 _PROVIDER = "openai"
