@@ -92,7 +92,13 @@ class Stage:
         if self.start_time is not None:
             self._started -= max(0, time.time_ns() - self.start_time) / 1e9
         with guard("span start"):
-            root = self._joined_root()
+            # the automatic root (``auto_root``) this stage goes into: one preset by the root, else
+            # the open root of this context when no pipeline is active; ``admit`` may refuse it
+            root = self.auto_root
+            if root is None and self.joins_auto_root and state_module.current() is None:
+                root = state_module.auto_root()
+            if root is not None:
+                root = self.auto_root = root.admit(self)
             start = {names.RAG_STAGE: self.stage, names.GEN_AI_OPERATION_NAME: self.operation}
             start.update(self.start_attributes())
             if self.config.openinference:
@@ -105,15 +111,6 @@ class Stage:
             self.attrs = Attributes(self.span, self.config.content, essentials, len(start))
             self.state = root.state if root is not None else self.find_state()
             self.on_open()
-
-    def _joined_root(self) -> Any:
-        """The automatic root this stage goes into: one preset by the root itself, else the open
-        root of this context when no pipeline is active (``auto_root.AutoRoot.admit``)."""
-        root = self.auto_root
-        if root is None and self.joins_auto_root and state_module.current() is None:
-            root = state_module.auto_root()
-        self.auto_root = root.admit(self) if root is not None else None
-        return self.auto_root
 
     def find_state(self) -> state_module.PipelineState | None:
         return state_module.for_span(self.span, self.config)

@@ -349,3 +349,32 @@ def test_a_failed_model_call_ends_the_root_with_its_error(instrumented, chat_ser
     root = instrumented.one("pipeline")
     assert root.status.status_code == trace.StatusCode.ERROR
     assert auto_root.open_count() == 0
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_a_responses_api_answer_joins_and_ends_the_root_too(instrumented, chat_server, asynchronous):
+    url, _ = chat_server
+
+    async def app() -> str:
+        sdk = client(url, openai.AsyncOpenAI)
+        found = (await sdk.vector_stores.search("vs_kb", query=QUESTION, max_num_results=3)).data
+        system, user = messages(found)
+        return (await sdk.responses.create(model="gpt-4o-mini", instructions=system["content"], input=user["content"])).output_text
+
+    if asynchronous:
+        assert asyncio.run(app()) == ANSWER
+    else:
+        sdk = client(url)
+        system, user = messages(list(sdk.vector_stores.search("vs_kb", query=QUESTION, max_num_results=3)))
+        assert sdk.responses.create(model="gpt-4o-mini", instructions=system["content"], input=user["content"]).output_text == ANSWER
+    check_trace(instrumented)
+
+
+def test_messages_with_content_parts_are_searched_too(instrumented, chat_server):
+    """The SDK takes a message's content as a list of text parts as well as a string."""
+    url, _ = chat_server
+    sdk = client(url)
+    system, user = messages(list(sdk.vector_stores.search("vs_kb", query=QUESTION, max_num_results=3)))
+    parted = [system, {"role": "user", "content": [{"type": "text", "text": user["content"]}]}]
+    sdk.chat.completions.create(model="gpt-4o-mini", messages=parted)
+    check_trace(instrumented)
