@@ -303,8 +303,7 @@ def check_langchain_trace(spans, kind: str, ids: list[str]) -> None:
         "FakeListChatModel.chat",
         "vector_db_retrieve VectorStoreRetriever",
     ]
-    if kind == "lcel" or spans.one("assemble").attributes["rag.context.inclusion_method"] == "declared":
-        check_langchain_figures(spans, kind, ids)  # (a streamed retrieval chain is located, alone too)
+    check_langchain_figures(spans, kind, ids)
 
 
 @pytest.mark.parametrize("order", ORDERS)
