@@ -39,15 +39,6 @@ def wrapper_modules(value: object) -> list[str]:
     return found
 
 
-def roots_and_children(spans) -> dict[str, list[str]]:
-    """Each span's name -> its children's names: the span tree, one level at a time."""
-    everything = spans.all()
-    return {
-        s.name: sorted(c.name for c in everything if c.parent is not None and c.parent.span_id == s.context.span_id)
-        for s in everything
-    }
-
-
 def parent_of(spans, span):
     (found,) = [s for s in spans.all() if span.parent is not None and s.context.span_id == span.parent.span_id]
     return found
@@ -334,3 +325,125 @@ def test_langchain_uninstrumenting_either_leaves_the_other_working(spans, store,
         lcel_chain(store, _answer("lcel", ids)).invoke(LANGCHAIN_QUESTION)
         assert ragtraces(spans) == alone
         check_langchain_trace(spans, "lcel", ids)
+
+
+# --- LlamaIndex: OpenLLMetry's dispatcher span handler beside ragtrace's --------------------------
+from llama_index_apps import QUESTION as LLAMA_INDEX_QUESTION  # noqa: E402
+from llama_index_apps import CitingLLM, check_one_call, index  # noqa: E402
+from integrations.test_llama_index import _proxy_hops  # noqa: E402
+
+OPENLLMETRY_LLAMA_INDEX = "opentelemetry.instrumentation.llamaindex"
+
+
+def _openllmetry_handlers_off() -> None:
+    """OpenLLMetry 0.62.4's LlamaIndex ``uninstrument()`` does nothing (its core instrumentor's
+    ``_uninstrument`` is empty): take its handlers off the dispatcher for the tests after this one."""
+    from llama_index.core.instrumentation import get_dispatcher
+
+    dispatcher = get_dispatcher()
+    for found in (dispatcher.span_handlers, dispatcher.event_handlers):
+        found[:] = [h for h in found if not type(h).__module__.startswith(OPENLLMETRY_LLAMA_INDEX)]
+
+
+@contextmanager
+def llama_index_both_on(spans, order: str) -> Iterator[object]:
+    """OpenLLMetry's LlamaIndexInstrumentor and ``ragtrace.instrument("llama_index")``, in ``order``."""
+    from opentelemetry.instrumentation.llamaindex import LlamaIndexInstrumentor as OpenLLMetryLlamaIndex
+
+    theirs = OpenLLMetryLlamaIndex()
+    try:
+        if order == "openllmetry-first":
+            theirs.instrument(tracer_provider=spans.provider)
+        assert ragtrace.instrument("llama_index") == ["llama_index"]
+        if order == "ragtrace-first":
+            theirs.instrument(tracer_provider=spans.provider)
+        yield theirs
+    finally:
+        ragtrace.uninstrument("llama_index")
+        theirs.uninstrument()
+        _openllmetry_handlers_off()
+
+
+def _query(engine, how: str) -> str:
+    """The app's answer: ``query``, ``query`` with ``streaming=True`` read to the end, or ``aquery``."""
+    if how == "aquery":
+        return str(asyncio.run(engine.aquery(LLAMA_INDEX_QUESTION)))
+    response = engine.query(LLAMA_INDEX_QUESTION)
+    return "".join(response.response_gen) if how == "stream" else str(response)
+
+
+def _theirs(spans) -> list:
+    return [s for s in spans.all() if s.instrumentation_scope.name.startswith(OPENLLMETRY_LLAMA_INDEX)]
+
+
+@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("how", ["query", "stream", "aquery"])
+def test_llama_index_beside_openllmetry_the_app_and_the_figures_are_unchanged(spans, order, how):
+    from opentelemetry import trace
+
+    built = index()
+    llm = CitingLLM(prompts=[])
+    engine = built.as_query_engine(llm=llm, similarity_top_k=2, streaming=how == "stream")
+    answer = _query(engine, how)  # neither instrumentor on
+    ragtrace.instrument("llama_index")
+    try:
+        spans.clear()
+        assert _query(engine, how) == answer
+        alone = ragtraces(spans)
+    finally:
+        ragtrace.uninstrument("llama_index")
+    spans.clear()
+    with llama_index_both_on(spans, order):
+        llm.prompts.clear()
+        response = engine.query(LLAMA_INDEX_QUESTION) if how != "aquery" else asyncio.run(engine.aquery(LLAMA_INDEX_QUESTION))
+        assert ("".join(response.response_gen) if how == "stream" else str(response)) == answer
+        assert not trace.get_current_span().get_span_context().is_valid, "no span of the query is left current"
+    assert ragtraces(spans) == alone  # every rag.* attribute as with ragtrace alone
+    check_one_call(spans, response, llm, nested=False)  # the hand-computed figures of the ragtrace-alone test
+
+    root, theirs = spans.one("pipeline"), _theirs(spans)
+    assert len({s.context.trace_id for s in spans.all()}) == 1
+    assert root.parent is None  # ragtrace's span handler is the dispatcher's first: its root is outermost
+    names = {s.name for s in theirs}
+    # what is duplicated: the retrieval, the embedding and the LLM call (OpenLLMetry: a span per method)
+    assert {"VectorIndexRetriever.task", "MockEmbedding.task", "CitingLLM.task"} <= names
+    by_id = {s.context.span_id: s for s in spans.all()}
+    for stage in ("retrieve", "assemble", "generate"):  # ragtrace's stages inside the root, at some depth
+        span = spans.one(stage)
+        while span.parent is not None and span.parent.span_id in by_id:
+            span = by_id[span.parent.span_id]
+        assert span is root or how == "stream", stage
+    if how == "stream":  # OpenLLMetry 0.62.4 never ends a streamed query engine's spans (alone too)
+        assert "RetrieverQueryEngine.workflow" not in names
+        assert spans.one("retrieve").parent.span_id not in by_id
+    else:
+        assert parent_of(spans, next(s for s in theirs if s.name == "RetrieverQueryEngine.workflow")) is root
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_llama_index_uninstrumenting_either_leaves_the_other_working(spans, order):
+    from llama_index.core.instrumentation import get_dispatcher
+
+    built = index()
+    engine = built.as_query_engine(llm=CitingLLM(prompts=[]), similarity_top_k=2)
+    streaming = built.as_query_engine(llm=CitingLLM(prompts=[]), similarity_top_k=2, streaming=True)
+    dispatcher = get_dispatcher()
+    with llama_index_both_on(spans, order) as theirs:
+        spans.clear()
+        engine.query(LLAMA_INDEX_QUESTION)
+        theirs_both = sorted(s.name for s in _theirs(spans))
+        figures_both = ragtraces(spans)
+        spans.clear()
+        ragtrace.uninstrument("llama_index")
+        assert not [h for h in dispatcher.span_handlers if type(h).__module__.startswith("ragtrace")]
+        assert str(engine.query(LLAMA_INDEX_QUESTION)).startswith("It takes 5 business days [")
+        assert sorted(s.name for s in spans.all()) == theirs_both  # OpenLLMetry's spans, none of ragtrace's
+        assert ragtrace.instrument("llama_index") == ["llama_index"]
+        theirs.uninstrument()  # 0.62.4: a no-op, its handlers stay on the dispatcher
+        for _ in range(3):
+            spans.clear()
+            engine.query(LLAMA_INDEX_QUESTION)
+            assert ragtraces(spans) == figures_both
+            assert sorted(s.name for s in _theirs(spans)) == theirs_both
+            assert "".join(streaming.query(LLAMA_INDEX_QUESTION).response_gen).startswith("It takes")
+            assert _proxy_hops() <= 1  # no stale stand-ins chained up query after query
