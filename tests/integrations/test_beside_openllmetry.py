@@ -185,6 +185,41 @@ def test_openai_a_call_inside_the_users_generate_span_is_recorded_once(spans, ch
     assert (run.metrics["retrieved"], run.metrics["in_context"], run.metrics["cited"]) == (3, 2, 1)
 
 
+@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("call", ["responses.create", "responses.create stream", "chat.completions.parse"])
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_openai_responses_and_parse_beside_openllmetry(spans, chat_server, order, call, asynchronous):
+    """The Responses API and ``parse`` (OpenLLMetry wraps both too): the same answer, one
+    generate span, the figures of the ragtrace-alone tests."""
+    url, _ = chat_server
+
+    async def app() -> str:
+        with ragtrace.rag_pipeline("openai-app", query=OPENAI_QUESTION):
+            (message,) = assembled_messages()
+            sdk = client(url, openai.AsyncOpenAI if asynchronous else openai.OpenAI)
+            if call == "chat.completions.parse":
+                result = sdk.chat.completions.parse(model="gpt-4o-mini", messages=[message])
+                return (await result if asynchronous else result).choices[0].message.content
+            stream = call.endswith("stream")
+            result = sdk.responses.create(model="gpt-4o-mini", instructions="Cite.", input=message["content"], stream=stream)
+            result = await result if asynchronous else result
+            if not stream:
+                return result.output_text
+            if asynchronous:
+                return "".join([e.delta async for e in result if e.type == "response.output_text.delta"])
+            return "".join(e.delta for e in result if e.type == "response.output_text.delta")
+
+    with openai_both_on(spans, order):
+        assert asyncio.run(app()) == ANSWER
+    generated, root = spans.one("generate"), spans.one("pipeline")
+    assert list(generated.attributes["rag.citation.ids"]) == ["kb-refunds"]
+    assert (generated.attributes["gen_ai.usage.input_tokens"], generated.attributes["gen_ai.usage.output_tokens"]) == (42, 9)
+    got = {k.removeprefix("rag.metrics."): v for k, v in root.attributes.items() if k.startswith("rag.metrics.")}
+    assert (got["retrieved"], got["in_context"], got["cited"]) == (3, 2, 1)
+    assert math.isclose(got["recall_proxy"], 1 / 3) and got["context_utilization"] == 0.5
+    assert len({s.context.trace_id for s in spans.all()}) == 1
+
+
 # --- LangChain: OpenLLMetry's callback handler beside ragtrace's ----------------------------------
 from integrations.test_langchain import QUESTION as LANGCHAIN_QUESTION  # noqa: E402
 from integrations.test_langchain import expected_ids, figures, lcel_chain, retrieval_chain, store  # noqa: E402, F401
