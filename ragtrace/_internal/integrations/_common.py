@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import suppress
 from contextvars import ContextVar, Token
+from typing import Any
 
 import wrapt
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from .. import names, state as state_module
-from ..guard import guard
+from ..guard import call_guarded, guard
 from ..stage import STAGE_KEY, Stage
 
 
@@ -108,3 +109,41 @@ class Attached:
                 state_module.deactivate(self._state_token)
         with guard("context detach"):
             otel_context.detach(self._token)
+
+
+def closed_with(stage: Stage, error: BaseException) -> None:
+    """A wrapped call that raised: its stage ends with the app's error, which passes through."""
+    stage.detach()
+    stage.close(error)
+
+
+def call_wrappers(open_: Callable[[tuple[Any, ...], dict[str, Any]], Stage], record: Callable[[Stage, dict[str, Any], Any], None]) -> tuple[Any, Any]:
+    """wrapt wrappers (sync, async) for an SDK method whose call is one stage: ``open_`` starts it
+    from the call's arguments, ``record`` reads the result the app gets (untouched) and ends it.
+    ragtrace's own failures are logged once and the call goes on untraced."""
+
+    def sync(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        stage = call_guarded("openai instrumentation", open_, args, kwargs)
+        if stage is None:
+            return wrapped(*args, **kwargs)
+        try:
+            result = wrapped(*args, **kwargs)
+        except BaseException as error:
+            call_guarded("openai instrumentation", closed_with, stage, error)
+            raise
+        call_guarded("openai instrumentation", record, stage, kwargs, result)
+        return result
+
+    async def asynchronous(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        stage = call_guarded("openai instrumentation", open_, args, kwargs)
+        if stage is None:
+            return await wrapped(*args, **kwargs)
+        try:
+            result = await wrapped(*args, **kwargs)
+        except BaseException as error:
+            call_guarded("openai instrumentation", closed_with, stage, error)
+            raise
+        call_guarded("openai instrumentation", record, stage, kwargs, result)
+        return result
+
+    return sync, asynchronous
