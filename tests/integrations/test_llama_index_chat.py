@@ -135,11 +135,12 @@ def test_an_astream_chat_turn_is_one_pipeline(llama_index_on, mode):
     check_streamed_turn(llama_index_on, reply, tokens, mode)
 
 
-def test_a_stream_chat_in_redact_mode_exports_no_text(spans):
+@pytest.mark.parametrize("mode", ["condense_plus_context", "condense_question"])
+def test_a_stream_chat_in_redact_mode_exports_no_text(spans, mode):
     ragtrace.configure(tracer_provider=spans.provider, capture_content="redact")
     ragtrace.instrument("llama_index")
     try:
-        engine = index().as_chat_engine(chat_mode="condense_plus_context", llm=CitingLLM(prompts=[]), similarity_top_k=2)
+        engine = index().as_chat_engine(chat_mode=mode, llm=CitingLLM(prompts=[]), similarity_top_k=2)
         for message in (QUESTION, "And for store credit?"):
             tokens = list(engine.stream_chat(message).response_gen)
     finally:
@@ -216,3 +217,28 @@ def test_a_condense_question_turn_is_one_pipeline_whose_condense_call_is_a_rewri
     assert (got["recall_proxy"], got["context_precision"], got["context_utilization"]) == (0.5, 1.0, 0.5)
     tracker = LlamaIndexInstrumentor()._handlers[0]._tracker
     assert (tracker.open, tracker.llm.calls, tracker.turns.turns, tracker.turns.writers) == ({}, {}, {}, {})
+
+
+@pytest.mark.parametrize("kind", ["stream_chat", "astream_chat"])
+def test_a_streamed_turn_the_app_never_reads_still_ends_its_pipeline(llama_index_on, kind):
+    """The engine's writer drains the model whether the app reads or not: the root ends with it
+    and nothing of the turn stays open in ragtrace."""
+    import gc
+
+    engine = index().as_chat_engine(chat_mode="context", llm=CitingLLM(prompts=[]), similarity_top_k=2)
+
+    async def dropped() -> None:
+        await engine.astream_chat(QUESTION)
+
+    if kind == "stream_chat":
+        reply = engine.stream_chat(QUESTION)
+        writer = reply.write_response_to_history_thread
+        del reply
+        writer.join(5)  # the root ends inside the writer, before its thread does
+    else:
+        asyncio.run(dropped())  # asyncio.run lets the engine's writer task finish before it returns
+    gc.collect()
+    assert metrics(llama_index_on.one("pipeline"))["cited"] == 1
+    tracker = LlamaIndexInstrumentor()._handlers[0]._tracker
+    assert (tracker.open, tracker.llm.calls, tracker.turns.turns, tracker.turns.writers) == ({}, {}, {}, {})
+
