@@ -315,21 +315,24 @@ def test_langchain_beside_openllmetry_the_app_and_the_figures_are_unchanged(span
         chain, given = langchain_app(kind, store, _answer(kind, ids))
         if how == "invoke":
             return _returned(kind, chain.invoke(given))
+        if how == "ainvoke":
+            return _returned(kind, asyncio.run(chain.ainvoke(given)))
         return [_returned(kind, piece) for piece in chain.stream(given)]
 
-    returned = {how: run(how) for how in ("invoke", "stream")}  # neither instrumentor on
+    hows = ("invoke", "stream", "ainvoke")
+    returned = {how: run(how) for how in hows}  # neither instrumentor on
     assert spans.all() == []
     recorded = {}
     ragtrace.instrument("langchain")
     try:
-        for how in ("invoke", "stream"):
+        for how in hows:
             spans.clear()
             run(how)
             recorded[how] = ragtraces(spans)
     finally:
         ragtrace.uninstrument("langchain")
     with langchain_both_on(spans, order):
-        for how in ("invoke", "stream"):
+        for how in hows:
             spans.clear()
             assert run(how) == returned[how]
             check_langchain_trace(spans, kind, ids)
