@@ -1,15 +1,17 @@
-"""RAG over the OpenAI SDK (OpenAI or any compatible server: vLLM, llama.cpp, Ollama's /v1...).
+"""RAG with the OpenAI SDK alone (OpenAI or a compatible server): a vector store search, then a chat
+completion that answers from its results.
 
-``ragtrace.instrument("openai")`` makes every ``chat.completions.create`` call (plain or
-``stream=True``; the stream reaches the app unread) a generate span with messages, usage, model,
-finish reason and citations scored against the prompt the app assembled. The SDK has no retriever
-or prompt builder of its own, so the app's two get a decorator each, and the function answering a
-question is the pipeline root. The lines ending in ``# ragtrace`` are the only ones the
-uninstrumented app lacks (tests/test_examples.py runs it without them too). Needs
-``pip install 'ragtrace[openai]' openai``; reads ``OPENAI_BASE_URL``, ``OPENAI_API_KEY`` and
-``OPENAI_MODEL`` (default gpt-4o-mini).
+``ragtrace.instrument()`` is the one line the app needs. ``vector_stores.search`` becomes a retrieve
+span and, outside any ``rag_pipeline``, opens an automatic pipeline root; the
+``chat.completions.create`` that answers (plain or ``stream=True``; the stream reaches the app
+unread) joins it and ends it. The app builds its messages itself, so the results are found in them
+(``located``) and the answer's citations are scored against them. The lines ending in
+``# ragtrace`` are the only ones the uninstrumented app lacks (tests/test_examples.py runs it
+without them too). Needs ``pip install 'ragtrace[openai]' openai``; reads ``OPENAI_BASE_URL``,
+``OPENAI_API_KEY``, ``OPENAI_MODEL`` (default gpt-4o-mini) and ``OPENAI_VECTOR_STORE_ID`` (a vector
+store holding your files).
 
-    OPENAI_API_KEY=sk-... python examples/openai_rag.py [--stream] [console|jsonl:PATH]
+    OPENAI_API_KEY=sk-... OPENAI_VECTOR_STORE_ID=vs_... python examples/openai_rag.py [--stream] [console|jsonl:PATH]
 """
 
 from __future__ import annotations
@@ -22,30 +24,16 @@ import openai
 import ragtrace  # ragtrace
 
 MODEL = os.environ.get("OPENAI_MODEL", "gpt-4o-mini")
-DOCS = [
-    {"id": "kb-refunds", "content": "Refunds reach the original card within 5 business days."},
-    {"id": "kb-credit", "content": "Store credit is issued immediately instead of a refund."},
-    {"id": "kb-shipping", "content": "Shipping is free for orders over 50 euros."},
-]
+SYSTEM = "Answer from the numbered sources only and cite them as [1], [2]."
 
 
-@ragtrace.retriever(data_source="kb")  # ragtrace
-def search(question: str) -> list[dict]:
-    return DOCS  # stands in for your vector store
-
-
-@ragtrace.assembler  # ragtrace
-def build_messages(question: str, docs: list[dict]) -> list[dict]:
-    sources = "\n".join(f"[{n}] {doc['content']}" for n, doc in enumerate(docs, 1))
-    return [
-        {"role": "system", "content": "Answer from the numbered sources only and cite them as [1], [2]."},
+def answer(client: openai.OpenAI, question: str, stream: bool) -> str:
+    results = client.vector_stores.search(os.environ["OPENAI_VECTOR_STORE_ID"], query=question, max_num_results=3)
+    sources = "\n".join(f"[{n}] {result.content[0].text}" for n, result in enumerate(list(results)[:2], 1))
+    messages = [
+        {"role": "system", "content": SYSTEM},
         {"role": "user", "content": f"Sources:\n{sources}\n\nQuestion: {question}"},
     ]
-
-
-@ragtrace.rag_pipeline("openai-rag")  # ragtrace
-def answer(question: str, client: openai.OpenAI, stream: bool) -> str:
-    messages = build_messages(question, search(question)[:2])
     options = {"model": MODEL, "messages": messages, "temperature": 0, "max_tokens": 200}
     if not stream:
         return client.chat.completions.create(**options).choices[0].message.content
@@ -58,9 +46,9 @@ def answer(question: str, client: openai.OpenAI, stream: bool) -> str:
 
 
 if __name__ == "__main__":
-    if not os.environ.get("OPENAI_API_KEY"):
-        sys.exit("set OPENAI_API_KEY (and OPENAI_BASE_URL for a compatible server)")
+    if not os.environ.get("OPENAI_API_KEY") or not os.environ.get("OPENAI_VECTOR_STORE_ID"):
+        sys.exit("set OPENAI_API_KEY and OPENAI_VECTOR_STORE_ID (and OPENAI_BASE_URL for a compatible server)")
     args = [a for a in sys.argv[1:] if a != "--stream"]
     ragtrace.configure(service_name="openai-rag", exporter=(args or ["console"])[0])  # ragtrace
-    ragtrace.instrument("openai")  # ragtrace
-    print("A:", answer("How long does a refund take?", openai.OpenAI(), "--stream" in sys.argv))
+    ragtrace.instrument()  # ragtrace
+    print("A:", answer(openai.OpenAI(), "How long does a refund take?", "--stream" in sys.argv))

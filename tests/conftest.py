@@ -22,7 +22,7 @@ os.environ["RAGTRACE_HASH_KEY"] = HASH_KEY  # before ragtrace hashes anything: s
 
 from backend.phoenix import PhoenixError, PhoenixServer, ensure_phoenix_venv
 from loopback import serve_chat
-from ragtrace._internal import config, guard
+from ragtrace._internal import auto_root, config, guard
 from ragtrace.cli import compiled
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,6 +71,7 @@ def _strict_and_clean() -> Iterator[None]:
     guard.reset_log_once()
     yield
     guard.set_strict(previous)
+    auto_root.end_open()  # an automatic root a test left open must not take the next test's stages
     config.reset()
 
 

@@ -60,6 +60,18 @@ class CitingLLM(CustomLLM):
         return pieces()
 
 
+class BreakingLLM(CitingLLM):
+    """Streams one word, then the connection breaks."""
+
+    @llm_completion_callback()
+    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> Any:
+        def pieces() -> Any:
+            yield CompletionResponse(text="It ", delta="It ")
+            raise ConnectionError("the stream broke")
+
+        return pieces()
+
+
 def index(scale: int = 1) -> VectorStoreIndex:
     nodes = [TextNode(id_=key, text=(text + " ") * scale, metadata={"source": key}) for key, text in TEXTS.items()]
     return VectorStoreIndex(nodes, embed_model=MockEmbedding(embed_dim=8))

@@ -1,5 +1,6 @@
 """Loopback HTTP servers for tests: a chat-completions server like the OpenAI API (plain JSON and
-SSE streams) shared by the example and integration tests, and the helpers to serve a handler."""
+SSE streams, the Responses API, and a vector store's search) shared by the example and integration
+tests, and the helpers to serve a handler."""
 
 from __future__ import annotations
 
@@ -43,6 +44,13 @@ class QuietHandler(BaseHTTPRequestHandler):
 
 ANSWER = "Refunds take 5 business days [1]."
 USAGE = {"prompt_tokens": 42, "completion_tokens": 9, "total_tokens": 51}
+# what ``POST /v1/vector_stores/{id}/search`` finds, best first: two chunks of one file, then another file's
+VECTOR_STORE = [
+    ("file-refunds", "refunds.md", 0.91, "Refunds reach the original card within 5 business days."),
+    ("file-refunds", "refunds.md", 0.74, "Store credit is issued immediately instead of a refund."),
+    ("file-shipping", "shipping.md", 0.52, "Shipping is free for orders over 50 euros."),
+]
+_SEARCH = re.compile(r"/v1/vector_stores/([\w-]+)/search")
 
 
 class ChatCompletions(QuietHandler):
@@ -50,12 +58,16 @@ class ChatCompletions(QuietHandler):
 
     received: list[dict[str, Any]] = []
     answer = ANSWER  # what the "model" says; a test may set another
+    store = VECTOR_STORE  # what a vector store search finds; a test may set another
 
     def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
         body = json.loads(self.body())
         self.received.append({"path": self.path, "authorization": self.headers.get("Authorization"), "body": body})
         if self.path == "/v1/responses":
             self.answer_responses(body)
+            return
+        if _SEARCH.fullmatch(self.path):
+            self.answer_search(body)
             return
         if self.path != "/v1/chat/completions":
             self.send_error(404)
@@ -84,6 +96,17 @@ class ChatCompletions(QuietHandler):
             self.wfile.flush()
         self.wfile.write(b"data: [DONE]\n\n")
 
+    def answer_search(self, body: dict[str, Any]) -> None:
+        """``POST /v1/vector_stores/{id}/search``: a page of results (chunks of files, with text)."""
+        found = self.store[: body.get("max_num_results", 10)]
+        data = [
+            {"file_id": file_id, "filename": filename, "score": score, "attributes": {}, "content": [{"type": "text", "text": text}]}
+            for file_id, filename, score, text in found
+        ]
+        query = body["query"] if isinstance(body["query"], list) else [body["query"]]
+        page = {"object": "vector_store.search_results.page", "search_query": query, "data": data, "has_more": False, "next_page": None}
+        self.reply(json.dumps(page).encode(), "application/json")
+
     def answer_responses(self, body: dict[str, Any]) -> None:
         """``POST /v1/responses``: a Response, or its SSE events (text deltas, then completed)."""
         message = {"type": "message", "id": "msg-1", "role": "assistant", "status": "completed",
@@ -99,9 +122,21 @@ class ChatCompletions(QuietHandler):
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
-        events = [{"type": "response.output_text.delta", "item_id": "msg-1", "output_index": 0, "content_index": 0, "delta": p, "logprobs": []}
-                  for p in re.findall(r"\S+\s*", self.answer)]
-        events.append({"type": "response.completed", "response": response})
+        # the API's own order: created, the message and its text part added, the deltas, each done, completed
+        started = {**response, "status": "in_progress", "output": [], "usage": None}
+        part = {"item_id": "msg-1", "output_index": 0, "content_index": 0}
+        events = [
+            {"type": "response.created", "response": started},
+            {"type": "response.output_item.added", "output_index": 0, "item": {**message, "status": "in_progress", "content": []}},
+            {"type": "response.content_part.added", **part, "part": {"type": "output_text", "text": "", "annotations": []}},
+        ]
+        events += [{"type": "response.output_text.delta", **part, "delta": p, "logprobs": []} for p in re.findall(r"\S+\s*", self.answer)]
+        events += [
+            {"type": "response.output_text.done", **part, "text": self.answer, "logprobs": []},
+            {"type": "response.content_part.done", **part, "part": message["content"][0]},
+            {"type": "response.output_item.done", "output_index": 0, "item": message},
+            {"type": "response.completed", "response": response},
+        ]
         for number, event in enumerate(events):
             self.wfile.write(f"event: {event['type']}\n".encode() + b"data: " + json.dumps({**event, "sequence_number": number}).encode() + b"\n\n")
             self.wfile.flush()
@@ -111,5 +146,6 @@ def serve_chat(answer: str = ANSWER) -> Iterator[tuple[str, list[dict[str, Any]]
     """The chat-completions server on loopback: its base URL and the requests it received."""
     ChatCompletions.received = []
     ChatCompletions.answer = answer
+    ChatCompletions.store = VECTOR_STORE
     for url in serve(ChatCompletions):
         yield url, ChatCompletions.received

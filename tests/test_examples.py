@@ -393,15 +393,21 @@ def test_llamaindex_rag_without_its_ragtrace_lines_is_the_same_app(tmp_path):
 
 
 # --- the OpenAI SDK against a chat-completions server on loopback (tests/loopback.py) ------------
+def openai_env(url: str) -> dict[str, str]:
+    return example_env(OPENAI_BASE_URL=f"{url}/v1", OPENAI_API_KEY="sk-test-key", OPENAI_VECTOR_STORE_ID="vs_kb", RAGTRACE_HASH_KEY="examples")
+
+
 @pytest.mark.parametrize("stream", [False, True], ids=["completion", "stream"])
 def test_openai_rag_against_a_local_server(tmp_path, chat_server, stream):
+    """The app searches the store (3 chunks, two of one file), shows 2 as [1], [2], and the answer
+    cites [1]: retrieved 3, in context 2 (located), cited 1; recall 1/3, utilisation 1/2."""
     url, received = chat_server
-    env = example_env(OPENAI_BASE_URL=f"{url}/v1", OPENAI_API_KEY="sk-test-key")
     args = ["--stream"] if stream else []
-    out = run_ok("openai_rag", *args, f"jsonl:{tmp_path / 'spans.jsonl'}", cwd=tmp_path, env=env)
+    out = run_ok("openai_rag", *args, f"jsonl:{tmp_path / 'spans.jsonl'}", cwd=tmp_path, env=openai_env(url))
     assert f"A: {ANSWER}" in out
 
-    (request,) = received
+    search, request = received
+    assert search["path"] == "/v1/vector_stores/vs_kb/search" and search["body"]["max_num_results"] == 3
     assert request["path"] == "/v1/chat/completions"
     assert request["authorization"] == "Bearer sk-test-key"
     body = request["body"]
@@ -410,49 +416,51 @@ def test_openai_rag_against_a_local_server(tmp_path, chat_server, stream):
     assert system["role"] == "system" and user["role"] == "user"
     assert "[1] Refunds reach the original card within 5 business days." in user["content"]
     assert "[2] Store credit is issued immediately instead of a refund." in user["content"]
-    assert "Shipping" not in user["content"]  # retrieved, not assembled
+    assert "Shipping" not in user["content"]  # retrieved, not shown
     assert user["content"].endswith("Question: How long does a refund take?")
 
     (trace,) = by_trace(read_spans(tmp_path / "spans.jsonl")).values()
     root = root_of(trace)
-    assert root["name"] == "invoke_workflow openai-rag"
-    assert stage(trace, "assemble")["attributes"]["rag.context.inclusion_method"] == "located"  # a prompt the app built
+    assert root["name"] == "invoke_workflow openai"  # the automatic root the search opened
+    assert {s["parent"] for s in trace if s is not root} == {root["id"]}
+    assert sorted(s["attributes"]["rag.stage"] for s in trace) == ["assemble", "generate", "pipeline", "retrieve"]
+    retrieved = stage(trace, "retrieve")["attributes"]["rag.retrieval.chunk_ids"]
+    assert [i.split("#")[0] for i in retrieved] == ["file-refunds", "file-refunds", "file-shipping"] and len(set(retrieved)) == 3
+    assembled = stage(trace, "assemble")["attributes"]
+    assert assembled["rag.context.inclusion_method"] == "located"  # messages the app built
+    assert assembled["rag.context.chunk_ids"] == retrieved[:2]
     generated = stage(trace, "generate")
     attributes = generated["attributes"]
     assert generated["name"] == "chat gpt-4o-mini"
     assert (attributes["gen_ai.usage.input_tokens"], attributes["gen_ai.usage.output_tokens"]) == (42, 9)
-    assert attributes["rag.citation.ids"] == ["kb-refunds"]
+    assert attributes["rag.citation.ids"] == retrieved[:1]
     assert json.loads(attributes["gen_ai.input.messages"])[1]["parts"][0]["content"] == user["content"]
     assert attributes["gen_ai.response.id"] == "chatcmpl-test-1"
     assert attributes["gen_ai.response.model"] == "gpt-4o-mini-2024-07-18"
     assert attributes["gen_ai.response.finish_reasons"] == ["stop"]
     assert attributes.get("gen_ai.request.stream", False) is stream
     got = figures(root)
-    assert (got["retrieved"], got["in_context"], got["cited"]) == (3, 2, 1)
+    assert got["inclusion_method"] == "located"
+    assert (got["retrieved"], got["in_context"], got["cited"], got["cited_positions"]) == (3, 2, 1, [1])
     assert math.isclose(got["recall_proxy"], 1 / 3) and got["context_utilization"] == 0.5
 
 
 def test_openai_rag_without_its_ragtrace_lines_is_the_same_app(tmp_path, chat_server):
+    """One line, ``ragtrace.instrument()``, with ``import ragtrace`` two (and ``configure``, which
+    an app that already exports OpenTelemetry does not need)."""
     url, _ = chat_server
     plain, ours = without_ragtrace_lines("openai_rag", tmp_path)
-    assert ours == [
-        "import ragtrace  # ragtrace",
-        "@ragtrace.retriever",
-        "@ragtrace.assembler  # ragtrace",
-        "@ragtrace.rag_pipeline",
-        "ragtrace.configure",
-        "ragtrace.instrument",
-    ]
-    env = example_env(OPENAI_BASE_URL=f"{url}/v1", OPENAI_API_KEY="sk-test-key")
-    done = run(plain, "--stream", cwd=tmp_path, env=env)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout == run_ok("openai_rag", "--stream", f"jsonl:{tmp_path / 'spans.jsonl'}", cwd=tmp_path, env=env)
+    assert ours == ["import ragtrace  # ragtrace", "ragtrace.configure", "ragtrace.instrument"]
+    for args in ([], ["--stream"]):
+        done = run(plain, *args, cwd=tmp_path, env=openai_env(url))
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == run_ok("openai_rag", *args, f"jsonl:{tmp_path / 'spans.jsonl'}", cwd=tmp_path, env=openai_env(url))
 
 
 def test_openai_rag_says_what_is_missing_without_a_key(tmp_path):
     done = run(EXAMPLES / "openai_rag.py", cwd=tmp_path)
     assert done.returncode != 0
-    assert "set OPENAI_API_KEY" in done.stderr
+    assert "set OPENAI_API_KEY and OPENAI_VECTOR_STORE_ID" in done.stderr
 
 
 # --- OTLP/HTTP to a local receiver --------------------------------------------------------------

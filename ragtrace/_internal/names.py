@@ -213,6 +213,8 @@ METRIC_TIME_TO_FIRST_CHUNK: Final = "gen_ai.client.operation.time_to_first_chunk
 METRIC_TIME_PER_OUTPUT_CHUNK: Final = "gen_ai.client.operation.time_per_output_chunk"
 RAG_PIPELINE_VERSION: Final = "rag.pipeline.version"
 RAG_PIPELINE_ROUTE: Final = "rag.pipeline.route"
+# an automatic root (``auto_root``) that ended with no answer: why (replaced, idle, capacity, collected, exit)
+RAG_ROOT_ABANDONED: Final = "rag.root.abandoned"
 METRIC_SCORE_PREFIX: Final = "rag.eval."  # record_score's histograms: rag.eval.<score name>
 
 # --- OpenInference ----------------------------------------------------------------------------
@@ -346,6 +348,10 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(ERROR_TYPE, "string", _ALL, False, "Exception type name when the stage failed."),
     AttributeInfo(RAG_STAGE, "string", _ALL, False, "pipeline, embed, retrieve, rerank, assemble, generate; evaluation on a record_score span."),
     AttributeInfo(RAG_PIPELINE_ATTRIBUTE_PREFIX + "<key>", "any primitive", "pipeline", False, "Extra keyword arguments of rag_pipeline (version, route...)."),
+    AttributeInfo(
+        RAG_ROOT_ABANDONED, "string", "pipeline", False,
+        "An automatic root (OpenAI SDK apps) that ended with no answer, and why: replaced, idle, capacity, collected or exit.",
+    ),
     AttributeInfo(RAG_QUERY_ID, "string", "pipeline", False, "Caller-supplied query id, for golden-set eval."),
     AttributeInfo(RAG_QUERY_HASH, "string", "pipeline", False, "Keyed digest (hash key) of the normalised query: joins golden sets under redaction."),
     AttributeInfo(RAG_CONTENT_MODE, "string", "pipeline", False, "Content policy in force: full, redact or hash."),

@@ -30,6 +30,7 @@ class RagPipeline(Stage):
 
     stage = names.STAGE_PIPELINE
     release_span = False
+    joins_auto_root = False  # a pipeline is a root of its own
     oi_kind = names.OI_KIND_CHAIN
     operation = names.OP_WORKFLOW
 

@@ -46,6 +46,7 @@ class Stage:
     _started = 0.0
     start_time: int | None = None  # epoch ns, for a stage opened after the fact (integrations)
     inert = False  # neither traces nor metrics are on: the handle does no bookkeeping
+    auto_root: Any = None  # the automatic root (``auto_root``) this stage joined, if any
 
     def __init__(self, tracer_provider: trace.TracerProvider | None = None, config: Config | None = None) -> None:
         self._provider = tracer_provider
@@ -62,6 +63,7 @@ class Stage:
     query_keys: tuple[str, ...] = ()  # content attributes that carry the query, besides input.value
     query_derived = False  # Phoenix derives input.value from the query key: no second copy
     release_span = True  # drop the ended span; the pipeline run keeps its own (``run.span``)
+    joins_auto_root = True  # outside any pipeline, join the context's automatic root (``auto_root``)
 
     def span_name(self) -> str:
         """``{operation} {target}`` as the GenAI conventions name client spans."""
@@ -86,17 +88,28 @@ class Stage:
         if self.start_time is not None:
             self._started -= max(0, time.time_ns() - self.start_time) / 1e9
         with guard("span start"):
+            root = self._joined_root()
             start = {names.RAG_STAGE: self.stage, names.GEN_AI_OPERATION_NAME: self.operation}
             start.update(self.start_attributes())
             if self.config.openinference:
                 start[names.OI_SPAN_KIND] = self.oi_kind
             start = {k: v for k, v in start.items() if v is not None}
             tracer = config_module.tracer(self._provider or self.config.tracer_provider)
-            self.span = tracer.start_span(self.span_name(), kind=self.span_kind, attributes=start, start_time=self.start_time)
+            context = root.context if root is not None else None
+            self.span = tracer.start_span(self.span_name(), context=context, kind=self.span_kind, attributes=start, start_time=self.start_time)
             essentials = {key: start[key] for key in _ESSENTIAL_AT_START if key in start}
             self.attrs = Attributes(self.span, self.config.content, essentials, len(start))
-            self.state = self.find_state()
+            self.state = root.state if root is not None else self.find_state()
             self.on_open()
+
+    def _joined_root(self) -> Any:
+        """The automatic root this stage goes into: one preset by the root itself, else the open
+        root of this context when no pipeline is active (``auto_root.AutoRoot.admit``)."""
+        root = self.auto_root
+        if root is None and self.joins_auto_root and state_module.current() is None:
+            root = state_module.auto_root()
+        self.auto_root = root.admit(self) if root is not None else None
+        return self.auto_root
 
     def find_state(self) -> state_module.PipelineState | None:
         return state_module.for_span(self.span, self.config)
@@ -157,6 +170,11 @@ class Stage:
         with guard("span end"):
             self.span.end()
         self.attrs = None
+        root = self.auto_root
+        if root is not None:
+            self.auto_root = None
+            with guard("automatic root"):
+                root.stage_closed(self, error)
         if self.release_span:  # the handle may outlive its block (``r.chunks`` is read later)
             self.span = trace.INVALID_SPAN
 

@@ -109,6 +109,9 @@ class PipelineState:
 
 
 _current: ContextVar[PipelineState | None] = ContextVar("ragtrace_pipeline", default=None)
+# the automatic root (``auto_root.AutoRoot``) the stages of this context join, set where a
+# retrieval outside any pipeline opened it; a closed one left behind counts as none
+_auto_root: ContextVar[Any] = ContextVar("ragtrace_auto_root", default=None)
 _implicit: OrderedDict[int, PipelineState] = OrderedDict()
 _evicted: OrderedDict[int, None] = OrderedDict()
 _implicit_lock = threading.Lock()
@@ -125,6 +128,10 @@ def activate(state: PipelineState) -> object:
 
 def deactivate(token: object) -> None:
     _current.reset(token)  # type: ignore[arg-type]
+
+
+auto_root: Callable[[], Any] = _auto_root.get
+set_auto_root: Callable[[Any], object] = _auto_root.set
 
 
 def for_span(span: Span, config: Config) -> PipelineState | None:

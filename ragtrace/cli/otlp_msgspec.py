@@ -16,19 +16,53 @@ both decoders give the same spans, the same values and the same warnings.
 
 from __future__ import annotations
 
+import itertools
 import json
-from typing import Any
+import re
+from typing import Any, Literal
 
 import msgspec
+
+from .._internal.names import ATTRIBUTES, RAG_PIPELINE_ATTRIBUTE_PREFIX
 
 Raw = msgspec.Raw
 DecodeError = msgspec.DecodeError
 ValidationError = msgspec.ValidationError
 
+# Attribute keys: those ragtrace's SDK writes decode as members of a ``Literal``, which gives the
+# very string object of ``names`` (nothing allocated per attribute, its hash already cached, and
+# the report's lookups with the ``names`` constants match by identity). Any other key makes that
+# decode fail and the attributes are decoded again with plain string keys: the same result, so
+# this list only decides speed. Indexed keys (``retrieval.documents.{i}...``) up to _INDEXES;
+# ``rag.pipeline.<key>`` labels for the ones the docs and the report's default grouping name.
+_INDEXES = 64
+_LABELS = ("version", "route")
+
+
+def _sdk_keys() -> tuple[str, ...]:
+    """Every key of ``names.ATTRIBUTES``, patterns spelled out (``{i}``: an index, ``{a,b}``: a or b)."""
+    keys: dict[str, None] = {}
+    for info in ATTRIBUTES:
+        if info.key == RAG_PIPELINE_ATTRIBUTE_PREFIX + "<key>":
+            keys.update(dict.fromkeys(RAG_PIPELINE_ATTRIBUTE_PREFIX + label for label in _LABELS))
+            continue
+        parts = re.split(r"(\{[^}]*\})", info.key)
+        choices = [
+            [str(i) for i in range(_INDEXES)] if part == "{i}" else part[1:-1].split(",") if part.startswith("{") else [part]
+            for part in parts
+        ]
+        keys.update(dict.fromkeys("".join(choice) for choice in itertools.product(*choices)))
+    return tuple(keys)
+
 
 class _KeyValue(msgspec.Struct, gc=False):
     key: str
     value: msgspec.Raw = None  # type: ignore[assignment]  # absent "value": None, as kv.get("value")
+
+
+class _KnownKeyValue(msgspec.Struct, gc=False):
+    key: Literal[_sdk_keys()]  # type: ignore[valid-type]
+    value: msgspec.Raw = None  # type: ignore[assignment]
 
 
 class _SpanHead(msgspec.Struct, gc=False):
@@ -49,6 +83,10 @@ class _Span(_SpanHead, gc=False):
     attributes: list[_KeyValue] | None = None  # type: ignore[assignment]
 
 
+class _KnownSpan(_SpanHead, gc=False):
+    attributes: list[_KnownKeyValue] | None = None  # type: ignore[assignment]
+
+
 def _request_decoder(span: type) -> Any:
     """A decoder of ``{"resourceSpans": [{"scopeSpans": [{"spans": [...]}]}]}`` whose spans are ``span`` structs."""
     scope = msgspec.defstruct("ScopeSpans", [("spans", list[span] | None, None)], gc=False)  # type: ignore[valid-type]
@@ -58,6 +96,7 @@ def _request_decoder(span: type) -> Any:
 
 
 _request = _request_decoder(_Span)
+_known_request = _request_decoder(_KnownSpan)
 
 
 # Typed decoders for the exact canonical shapes of the values ragtrace reads most: a string, an int
@@ -123,14 +162,23 @@ def decode_request(line: bytes) -> list[_Span] | None:
     structures the typed decode rejects, spans without a ``traceId``, and lines that are not UTF-8
     (``msgspec`` does not check the bytes inside values it skips; ``json`` rejects the line).
     """
-    return _decode(line, _request)
+    return _decode(line, _known_request, _request)
 
 
 # A long line, read a few dozen spans at a time (see ``ingest.pieces``): decoded
 # first without the spans' attributes, which stay unparsed slices and are most of the line, then
 # the attributes of a few spans at a time with ``decode_attributes``.
 _head_request = _request_decoder(_SpanHead)
-decode_attributes = msgspec.json.Decoder(list[_KeyValue] | None).decode  # a head's attributes; may raise
+_known_attributes = msgspec.json.Decoder(list[_KnownKeyValue] | None).decode
+_attributes = msgspec.json.Decoder(list[_KeyValue] | None).decode
+
+
+def decode_attributes(raw: Raw) -> list[Any] | None:
+    """A head's attributes (``key`` and raw ``value`` of each); raises DecodeError or ValidationError."""
+    try:
+        return _known_attributes(raw)
+    except ValidationError:  # a key the SDK does not write (or a shape neither decoder takes)
+        return _attributes(raw)
 
 
 def decode_heads(line: bytes) -> list[_SpanHead] | None:
@@ -149,15 +197,21 @@ def parsed_span(head: _SpanHead) -> dict[str, Any]:
     return span
 
 
-def _decode(line: bytes, decode: Any) -> list[Any] | None:
-    """The spans of ``line`` decoded with ``decode`` (one of the request decoders), or ``None``."""
+def _decode(line: bytes, decode: Any, fallback: Any = None) -> list[Any] | None:
+    """The spans of ``line`` decoded with ``decode`` (one of the request decoders), else with
+    ``fallback`` when ``decode`` rejects the structure, or ``None``."""
     if not line.isascii():
         try:
             line.decode("utf-8")
         except UnicodeDecodeError:
             return None
     try:
-        request = decode(line)
+        try:
+            request = decode(line)
+        except ValidationError:
+            if fallback is None:
+                raise
+            request = fallback(line)
     except (DecodeError, ValidationError, RecursionError):  # RecursionError: nested too deeply
         return None
     resources = request.resourceSpans

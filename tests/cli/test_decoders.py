@@ -198,13 +198,28 @@ ODD_LINES = {
 }
 
 
+@pytest.mark.parametrize("key", ["k", "rag.query.id"])  # a key the SDK does not write, and one it does
 @pytest.mark.parametrize("name", list(ODD_LINES))
-def test_odd_lines_read_the_same(tmp_path, name, piecewise):
+def test_odd_lines_read_the_same(tmp_path, name, key, piecewise):
     path = tmp_path / "odd.jsonl"
-    path.write_bytes("\n".join(ODD_LINES[name]).encode("utf-8", "surrogateescape") + b"\n")
+    lines = [line.replace('{"key":"k"', '{"key":"%s"' % key) for line in ODD_LINES[name]]
+    path.write_bytes("\n".join(lines).encode("utf-8", "surrogateescape") + b"\n")
     with_json = _spans(path, "json")
     with_msgspec = _spans(path, "msgspec")
     assert with_json == with_msgspec
+
+
+def test_keys_the_sdk_writes_are_the_names_constants(tmp_path, piecewise):
+    """A known key decodes to the ``names`` string itself (no string built per attribute); an
+    unknown one sends its span's attributes (a short line: the line) through plain string keys."""
+    from ragtrace._internal import names
+
+    path = tmp_path / "keys.jsonl"
+    known = _span("1" * 16, '{"stringValue":"x"}').replace('{"key":"k"', '{"key":"%s"' % names.RAG_QUERY_ID)
+    path.write_text(_line(known) + "\n" + _line(_span("2" * 16, '{"stringValue":"y"}', trace="c" * 32)) + "\n")
+    first, second = (trace.spans[0] for trace in TraceReader([path], Diagnostics(io.StringIO()), decoder="msgspec"))
+    assert [key is constant for key, constant in zip(first.attrs, (names.RAG_QUERY_ID, names.RAG_STAGE))] == [True, True]
+    assert list(second.attrs) == ["k", names.RAG_STAGE] and (second.get("k"), first.get(names.RAG_QUERY_ID)) == ("y", "x")
 
 
 def test_pretty_printed_and_late_spans_read_the_same(tmp_path, piecewise):

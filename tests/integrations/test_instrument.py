@@ -251,24 +251,28 @@ def test_opentelemetry_instrument_traces_the_plain_llamaindex_example(tmp_path):
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["completion", "stream"])
-def test_opentelemetry_instrument_traces_the_openai_example_without_its_setup_lines(tmp_path, chat_server, stream):
-    """examples/openai_rag.py without its ``configure``/``instrument`` lines: the zero-code
-    launcher sets up the provider and turns the OpenAI integration on."""
+def test_opentelemetry_instrument_traces_the_plain_openai_example(tmp_path, chat_server, stream):
+    """examples/openai_rag.py with every ragtrace line removed: zero code. The launcher sets up the
+    provider and turns the OpenAI integration on; the search opens the automatic root."""
     url, received = chat_server
-    app = example_without("openai_rag", tmp_path, ("ragtrace.configure", "ragtrace.instrument"))
+    app = example_without("openai_rag", tmp_path, ("import ragtrace", "ragtrace."))
     source = app.read_text(encoding="utf-8")
-    assert "ragtrace.configure" not in source and "ragtrace.instrument" not in source
+    assert "ragtrace" not in source
     if stream:
         source = source.replace('"--stream" in sys.argv', "True")
         app.write_text(source, encoding="utf-8")
-    done = under_opentelemetry_instrument(app, disabled="openai", OPENAI_BASE_URL=f"{url}/v1", OPENAI_API_KEY="sk-test-key")
-    assert len(received) == 1 and bool(received[0]["body"].get("stream")) is stream
+    env = {"OPENAI_BASE_URL": f"{url}/v1", "OPENAI_API_KEY": "sk-test-key", "OPENAI_VECTOR_STORE_ID": "vs_kb"}
+    done = under_opentelemetry_instrument(app, disabled="openai", **env)
+    assert [r["path"] for r in received] == ["/v1/vector_stores/vs_kb/search", "/v1/chat/completions"]
+    assert bool(received[1]["body"].get("stream")) is stream
     assert "A: Refunds take 5 business days [1]." in done.stdout
     (stages,) = stages_by_trace(console_spans(done.stdout)).values()
     assert sorted(stages) == ["assemble", "generate", "pipeline", "retrieve"]
+    assert stages["pipeline"]["name"] == "invoke_workflow openai"
     generated = stages["generate"]["attributes"]
     assert (generated["gen_ai.usage.input_tokens"], generated["gen_ai.usage.output_tokens"]) == (42, 9)
-    assert generated["rag.citation.ids"] == ["kb-refunds"]
+    retrieved = stages["retrieve"]["attributes"]["rag.retrieval.chunk_ids"]
+    assert generated["rag.citation.ids"] == retrieved[:1]
     assert stages["assemble"]["attributes"]["rag.context.inclusion_method"] == "located"
     got = metrics(stages["pipeline"])
     assert (got["retrieved"], got["in_context"], got["cited"]) == (3, 2, 1)

@@ -12,7 +12,7 @@ from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.llms import CompletionResponse, MockLLM
 from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
-from llama_index_apps import QUESTION, CitingLLM, check_one_call, index, metrics
+from llama_index_apps import QUESTION, BreakingLLM, CitingLLM, check_one_call, index, metrics
 from opentelemetry import trace
 from opentelemetry.trace import StatusCode
 
@@ -261,3 +261,18 @@ def test_an_async_stream_reaches_the_app_unread_and_the_root_ends_with_it(llama_
     generated = llama_index_on.one("generate").attributes
     assert generated["gen_ai.output.messages"].count("".join(tokens)) == 1
     assert 0 <= generated["gen_ai.response.time_to_first_chunk"] < (llama_index_on.one("generate").end_time - llama_index_on.one("generate").start_time) / 1e9
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["query", "aquery"])
+def test_a_stream_that_breaks_mid_answer_passes_the_error_and_ends_its_spans_with_it(llama_index_on, asynchronous):
+    engine = index().as_query_engine(llm=BreakingLLM(prompts=[]), similarity_top_k=2, streaming=True)
+
+    async def read() -> list[str]:
+        response = await engine.aquery(QUESTION)
+        return [token async for token in response.async_response_gen()]
+
+    with pytest.raises(ConnectionError, match="the stream broke"):
+        asyncio.run(read()) if asynchronous else list(engine.query(QUESTION).response_gen)
+    for stage in ("generate", "pipeline"):
+        assert llama_index_on.one(stage).status.status_code is StatusCode.ERROR, stage
+

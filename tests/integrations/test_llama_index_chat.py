@@ -7,9 +7,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from llama_index.core.llms import CompletionResponse
-from llama_index.core.llms.callbacks import llm_completion_callback
-from llama_index_apps import QUESTION, TEXTS, CitingLLM, index, metrics
+from llama_index_apps import QUESTION, TEXTS, BreakingLLM, CitingLLM, index, metrics
 from opentelemetry.trace import StatusCode
 
 import ragtrace
@@ -137,11 +135,12 @@ def test_an_astream_chat_turn_is_one_pipeline(llama_index_on, mode):
     check_streamed_turn(llama_index_on, reply, tokens, mode)
 
 
-def test_a_stream_chat_in_redact_mode_exports_no_text(spans):
+@pytest.mark.parametrize("mode", ["condense_plus_context", "condense_question"])
+def test_a_stream_chat_in_redact_mode_exports_no_text(spans, mode):
     ragtrace.configure(tracer_provider=spans.provider, capture_content="redact")
     ragtrace.instrument("llama_index")
     try:
-        engine = index().as_chat_engine(chat_mode="condense_plus_context", llm=CitingLLM(prompts=[]), similarity_top_k=2)
+        engine = index().as_chat_engine(chat_mode=mode, llm=CitingLLM(prompts=[]), similarity_top_k=2)
         for message in (QUESTION, "And for store credit?"):
             tokens = list(engine.stream_chat(message).response_gen)
     finally:
@@ -152,18 +151,6 @@ def test_a_stream_chat_in_redact_mode_exports_no_text(spans):
         assert text not in exported
     assert {a.attributes["rag.context.inclusion_method"] for a in spans.by_stage("assemble")} == {"declared"}
     assert metrics(spans.by_stage("pipeline")[-1])["cited"] == 1
-
-
-class BreakingLLM(CitingLLM):
-    """Streams one word, then the connection breaks."""
-
-    @llm_completion_callback()
-    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> Any:
-        def pieces() -> Any:
-            yield CompletionResponse(text="It ", delta="It ")
-            raise ConnectionError("the stream broke")
-
-        return pieces()
 
 
 def test_a_stream_chat_whose_model_fails_mid_stream_passes_the_error_and_ends_the_root(llama_index_on):
@@ -230,3 +217,28 @@ def test_a_condense_question_turn_is_one_pipeline_whose_condense_call_is_a_rewri
     assert (got["recall_proxy"], got["context_precision"], got["context_utilization"]) == (0.5, 1.0, 0.5)
     tracker = LlamaIndexInstrumentor()._handlers[0]._tracker
     assert (tracker.open, tracker.llm.calls, tracker.turns.turns, tracker.turns.writers) == ({}, {}, {}, {})
+
+
+@pytest.mark.parametrize("kind", ["stream_chat", "astream_chat"])
+def test_a_streamed_turn_the_app_never_reads_still_ends_its_pipeline(llama_index_on, kind):
+    """The engine's writer drains the model whether the app reads or not: the root ends with it
+    and nothing of the turn stays open in ragtrace."""
+    import gc
+
+    engine = index().as_chat_engine(chat_mode="context", llm=CitingLLM(prompts=[]), similarity_top_k=2)
+
+    async def dropped() -> None:
+        await engine.astream_chat(QUESTION)
+
+    if kind == "stream_chat":
+        reply = engine.stream_chat(QUESTION)
+        writer = reply.write_response_to_history_thread
+        del reply
+        writer.join(5)  # the root ends inside the writer, before its thread does
+    else:
+        asyncio.run(dropped())  # asyncio.run lets the engine's writer task finish before it returns
+    gc.collect()
+    assert metrics(llama_index_on.one("pipeline"))["cited"] == 1
+    tracker = LlamaIndexInstrumentor()._handlers[0]._tracker
+    assert (tracker.open, tracker.llm.calls, tracker.turns.turns, tracker.turns.writers) == ({}, {}, {}, {})
+

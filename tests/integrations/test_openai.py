@@ -12,6 +12,7 @@ import json
 import math
 
 import openai
+import pydantic
 import pytest
 import wrapt
 from opentelemetry.trace import StatusCode
@@ -171,8 +172,9 @@ def test_uninstrument_restores_the_sdk(spans, chat_server):
     url, _ = chat_server
     OpenAIInstrumentor().instrument()
     OpenAIInstrumentor().uninstrument()
-    for cls in (openai.resources.chat.completions.Completions, openai.resources.chat.completions.AsyncCompletions):
-        assert not isinstance(cls.__dict__["create"], wrapt.ObjectProxy)
+    resources = openai.resources
+    for cls in (resources.chat.completions.Completions, resources.chat.completions.AsyncCompletions, resources.responses.Responses, resources.responses.AsyncResponses):
+        assert not any(isinstance(cls.__dict__[method], wrapt.ObjectProxy) for method in ("create", "parse")), cls
     client(url).chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}])
     assert spans.all() == []
 
@@ -257,3 +259,132 @@ def test_responses_create_is_a_scored_generate_span(instrumented, chat_server, s
     assert list(attributes["rag.citation.ids"]) == ["kb-refunds"]
     metrics = {k.removeprefix("rag.metrics."): v for k, v in root.attributes.items() if k.startswith("rag.metrics.")}
     assert (metrics["retrieved"], metrics["in_context"], metrics["cited"]) == (3, 2, 1)
+
+
+# --- responses.stream() and .parse() ------------------------------------------------------------
+def check_generation(spans, *, response_id: str, stream: bool, roles: list[str]) -> dict:
+    """One generate span under the app's pipeline with the request as given (no SDK placeholder
+    read as a value), the server's usage, model and id, and the figures of ``assembled_messages``."""
+    root, generated = spans.one("pipeline"), spans.one("generate")
+    assert generated.parent.span_id == root.context.span_id
+    attributes = generated.attributes
+    assert (attributes["gen_ai.request.model"], attributes["gen_ai.request.temperature"]) == ("gpt-4o-mini", 0.0)
+    assert "gen_ai.request.max_tokens" not in attributes  # the SDK's ``omit`` is no value
+    assert (attributes["gen_ai.usage.input_tokens"], attributes["gen_ai.usage.output_tokens"]) == (42, 9)
+    assert (attributes["gen_ai.response.id"], attributes["gen_ai.response.model"]) == (response_id, "gpt-4o-mini-2024-07-18")
+    assert attributes.get("gen_ai.request.stream", False) is stream
+    assert [m["role"] for m in json.loads(attributes["gen_ai.input.messages"])] == roles
+    assert list(attributes["rag.citation.ids"]) == ["kb-refunds"]
+    metrics = {k.removeprefix("rag.metrics."): v for k, v in root.attributes.items() if k.startswith("rag.metrics.")}
+    assert (metrics["retrieved"], metrics["in_context"], metrics["cited"]) == (3, 2, 1)
+    assert math.isclose(metrics["recall_proxy"], 1 / 3) and metrics["context_utilization"] == 0.5
+    return attributes
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_responses_stream_is_recorded_as_the_app_reads_its_events(instrumented, chat_server, caplog, asynchronous):
+    """``responses.stream()`` builds its request through ``responses.create(stream=True)`` with every
+    argument spelled out (``omit`` for the absent ones); the stream manager reaches the app as the
+    SDK made it, and its events are recorded as the app reads them."""
+    from openai.lib.streaming.responses import AsyncResponseStreamManager, ResponseStreamManager
+
+    url, received = chat_server
+
+    async def app() -> tuple[str, list[str]]:
+        with ragtrace.rag_pipeline("openai-app", query=QUESTION):
+            (message,) = assembled_messages()
+            options = {"model": "gpt-4o-mini", "instructions": "Cite your sources.", "input": message["content"], "temperature": 0}
+            if not asynchronous:
+                manager = client(url).responses.stream(**options)
+                assert type(manager) is ResponseStreamManager and not received
+                with manager as stream:
+                    first = next(iter(stream))
+                    assert not instrumented.by_stage("generate"), "the span ends with the stream"
+                    kinds = [first.type, *(event.type for event in stream)]
+                    return stream.get_final_response().output_text, kinds
+            manager = client(url, openai.AsyncOpenAI).responses.stream(**options)
+            assert type(manager) is AsyncResponseStreamManager
+            async with manager as stream:
+                kinds = [event.type async for event in stream]
+                return (await stream.get_final_response()).output_text, kinds
+
+    answer, kinds = asyncio.run(app())
+    assert answer == ANSWER
+    assert kinds[0] == "response.created" and kinds[-1] == "response.completed" and kinds.count("response.output_text.delta") == 6
+    attributes = check_generation(instrumented, response_id="resp-test-1", stream=True, roles=["system", "user"])
+    assert json.loads(attributes["gen_ai.output.messages"])[0]["parts"][0]["content"] == ANSWER
+    assert not [r for r in caplog.records if r.name == "ragtrace"], [r.getMessage() for r in caplog.records]
+
+
+class Answer(pydantic.BaseModel):
+    text: str
+
+
+@pytest.mark.parametrize("api", ["chat.completions", "responses"])
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_parse_is_a_scored_generate_span_and_the_app_gets_the_parsed_object(instrumented, chat_server, monkeypatch, api, asynchronous):
+    """``chat.completions.parse`` / ``responses.parse`` post the request themselves (not through
+    ``create``): each is a generate span like ``create``'s, the answer the JSON the model wrote."""
+    import loopback
+
+    structured = json.dumps({"text": ANSWER})
+    monkeypatch.setattr(loopback.ChatCompletions, "answer", structured)
+    url, received = chat_server
+
+    async def app() -> object:
+        with ragtrace.rag_pipeline("openai-app", query=QUESTION):
+            messages = assembled_messages()
+            sdk = client(url, openai.AsyncOpenAI if asynchronous else openai.OpenAI)
+            if api == "chat.completions":
+                result = sdk.chat.completions.parse(model="gpt-4o-mini", messages=messages, temperature=0, response_format=Answer)
+            else:
+                result = sdk.responses.parse(model="gpt-4o-mini", input=messages[0]["content"], temperature=0, text_format=Answer)
+            return await result if asynchronous else result
+
+    parsed = asyncio.run(app())
+    if api == "chat.completions":
+        assert isinstance(parsed, openai.types.chat.ParsedChatCompletion) and parsed.choices[0].message.parsed == Answer(text=ANSWER)
+        assert received[-1]["path"] == "/v1/chat/completions" and received[-1]["body"]["response_format"]["type"] == "json_schema"
+    else:
+        assert isinstance(parsed, openai.types.responses.ParsedResponse) and parsed.output_parsed == Answer(text=ANSWER)
+        assert received[-1]["path"] == "/v1/responses"
+    attributes = check_generation(
+        instrumented, response_id="chatcmpl-test-1" if api == "chat.completions" else "resp-test-1", stream=False, roles=["user"]
+    )
+    assert json.loads(attributes["gen_ai.output.messages"])[0]["parts"][0]["content"] == structured
+
+
+def test_redact_mode_exports_no_text_of_a_stream_or_a_parse(spans, chat_server):
+    ragtrace.configure(tracer_provider=spans.provider, capture_content="redact")
+    ragtrace.instrument("openai")
+    url, _ = chat_server
+    try:
+        with ragtrace.rag_pipeline("openai-app", query=QUESTION):
+            (message,) = assembled_messages()
+            with client(url).responses.stream(model="gpt-4o-mini", input=message["content"]) as stream:
+                assert stream.get_final_response().output_text == ANSWER
+            assert client(url).chat.completions.parse(model="gpt-4o-mini", messages=[message]).choices[0].message.content == ANSWER
+    finally:
+        ragtrace.uninstrument("openai")
+    assert len(spans.by_stage("generate")) == 2
+    exported = repr([dict(s.attributes) for s in spans.all()]) + repr([e.attributes for s in spans.all() for e in s.events])
+    for text in [*(d["content"] for d in DOCS), QUESTION, "5 business days"]:
+        assert text not in exported
+
+
+def test_chat_completions_stream_is_recorded_as_the_app_reads_it(instrumented, chat_server, caplog):
+    """``chat.completions.stream()`` also calls ``create(stream=True)`` with every argument spelled out."""
+    from openai.lib.streaming.chat import ChatCompletionStreamManager
+
+    url, _ = chat_server
+    with ragtrace.rag_pipeline("openai-app", query=QUESTION):
+        messages = assembled_messages()
+        manager = client(url).chat.completions.stream(model="gpt-4o-mini", messages=messages, temperature=0, stream_options={"include_usage": True})
+        assert type(manager) is ChatCompletionStreamManager
+        with manager as stream:
+            kinds = [event.type for event in stream]
+            assert stream.get_final_completion().choices[0].message.content == ANSWER
+    assert kinds.count("content.delta") == 7  # the role chunk's empty content, then one per word
+    attributes = check_generation(instrumented, response_id="chatcmpl-test-1", stream=True, roles=["user"])
+    assert json.loads(attributes["gen_ai.output.messages"])[0]["parts"][0]["content"] == ANSWER
+    assert not [r for r in caplog.records if r.name == "ragtrace"], [r.getMessage() for r in caplog.records]

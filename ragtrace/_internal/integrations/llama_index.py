@@ -271,6 +271,7 @@ class _Tracker:
 
 
 def _passing(tokens: Iterator[Any], root: RagPipeline | None, region: _Region | None, tracker: _Tracker) -> Iterator[Any]:
+    error = None  # the stream's own (the model failed mid-answer): the spans end with it, the app gets it
     try:
         while True:
             with _stream_step(root, region):
@@ -278,13 +279,17 @@ def _passing(tokens: Iterator[Any], root: RagPipeline | None, region: _Region | 
                     item = next(tokens)
                 except StopIteration:
                     return
+                except BaseException as failed:
+                    error = failed
+                    raise
             yield item
     finally:
-        _end_stream(root, tracker)
+        _end_stream(root, tracker, error)
 
 
 async def _apassing(tokens: AsyncIterator[Any], root: RagPipeline | None, region: _Region | None, tracker: _Tracker) -> AsyncIterator[Any]:
     """``_passing`` for ``aquery(...)`` with ``streaming=True`` (an ``AsyncStreamingResponse``)."""
+    error = None
     try:
         while True:
             with _stream_step(root, region):
@@ -292,9 +297,12 @@ async def _apassing(tokens: AsyncIterator[Any], root: RagPipeline | None, region
                     item = await tokens.__anext__()
                 except StopAsyncIteration:
                     return
+                except BaseException as failed:
+                    error = failed
+                    raise
             yield item
     finally:
-        _end_stream(root, tracker)
+        _end_stream(root, tracker, error)
 
 
 @contextmanager

@@ -1,7 +1,11 @@
 """The OpenAI SDK: every ``chat.completions.create`` and ``responses.create`` call (sync, async,
-``stream=True``) becomes a generate span, scored against the pipeline's latest assembly.
+``stream=True``) becomes a generate span, scored against the pipeline's latest assembly; so does
+each ``.parse()`` (it posts its request itself) and each ``.stream()`` (it calls ``create``).
+``vector_stores.search`` is a retrieve span (``openai_vector_stores``): outside any pipeline it
+opens an automatic root that the answer's call joins and ends (``auto_root``), where the retrieved
+chunks are located in the answer's messages when no assembly was recorded.
 
-The SDK has no callback system, so ``create`` is wrapped with wrapt at class level
+The SDK has no callback system, so ``create`` and ``parse`` are wrapped with wrapt at class level
 (``Completions``/``AsyncCompletions``, ``Responses``/``AsyncResponses``): clients built before ``instrument()``
 are covered too. The app gets the SDK's own return value: a completion, or its ``Stream`` /
 ``AsyncStream`` behind the transparent proxy every traced stream gets (``passthrough``), which
@@ -23,6 +27,7 @@ from opentelemetry.instrumentation.utils import unwrap
 from ..generation import Generate
 from ..guard import call_guarded, guard, warn_once
 from ..passthrough import record_as_consumed
+from . import openai_vector_stores
 from ._common import inside_generation
 from .base import RagtraceInstrumentor
 
@@ -35,18 +40,27 @@ class OpenAIInstrumentor(RagtraceInstrumentor):
     library_name = "openai"
 
     def _instrument(self, **kwargs: Any) -> None:
+        import importlib
+
         provider = self.tracer_provider(kwargs)
         for module, sync, asynchronous, prompt in _APIS:
-            wrapt.wrap_function_wrapper(module, f"{sync}.create", _sync_wrapper(provider, prompt))
-            wrapt.wrap_function_wrapper(module, f"{asynchronous}.create", _async_wrapper(provider, prompt))
+            found = importlib.import_module(module)
+            for method in _METHODS:  # ``parse`` posts its request itself; older SDKs have none
+                if hasattr(getattr(found, sync), method):
+                    wrapt.wrap_function_wrapper(module, f"{sync}.{method}", _sync_wrapper(provider, prompt))
+                if hasattr(getattr(found, asynchronous), method):
+                    wrapt.wrap_function_wrapper(module, f"{asynchronous}.{method}", _async_wrapper(provider, prompt))
+        openai_vector_stores.instrument(provider)  # the SDK's retriever: it opens the automatic root
 
     def _uninstrument(self, **kwargs: Any) -> None:
         import importlib
 
         for module, sync, asynchronous, _ in _APIS:
             found = importlib.import_module(module)
-            unwrap(getattr(found, sync), "create")
-            unwrap(getattr(found, asynchronous), "create")
+            for method in _METHODS:
+                unwrap(getattr(found, sync), method)
+                unwrap(getattr(found, asynchronous), method)
+        openai_vector_stores.uninstrument()
 
 
 # --- one call -----------------------------------------------------------------------------------
@@ -54,6 +68,7 @@ def _open(kwargs: Mapping[str, Any], provider: trace.TracerProvider | None, prom
     """A started generate span for this call, or None when another one already covers it."""
     if inside_generation():
         return None
+    kwargs = _given(kwargs)
     max_tokens = kwargs.get("max_completion_tokens", kwargs.get("max_tokens", kwargs.get("max_output_tokens")))
     stage = Generate(
         _text(kwargs.get("model")),
@@ -84,7 +99,18 @@ def _responses_input(kwargs: Mapping[str, Any]) -> Any:
     return [*messages, *given] if isinstance(given, (list, tuple)) else None
 
 
-# (module, sync class, async class, the request's prompt): each ``create`` is a generate span
+def _given(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The arguments the caller gave: ``responses.stream()`` and ``chat.completions.stream()`` pass
+    every one to ``create``, an absent one as the SDK's ``omit``/``NOT_GIVEN``, which is no value."""
+    from openai import _types
+
+    absent = tuple(t for t in (getattr(_types, "Omit", None), getattr(_types, "NotGiven", None)) if isinstance(t, type))
+    return {key: value for key, value in kwargs.items() if not isinstance(value, absent)}
+
+
+# (module, sync class, async class, the request's prompt): each ``create`` and ``parse`` is a
+# generate span (``stream()`` calls ``create``)
+_METHODS = ("create", "parse")
 _APIS = (
     ("openai.resources.chat.completions", "Completions", "AsyncCompletions", _chat_messages),
     ("openai.resources.responses", "Responses", "AsyncResponses", _responses_input),

@@ -1,0 +1,231 @@
+"""Automatic pipeline roots for apps with no outermost call to hang one on (the OpenAI SDK's).
+
+A LangChain chain or a LlamaIndex query engine is one call with a start and an end, and the
+integrations make it the root. An OpenAI-SDK app is a retrieval (``vector_stores.search``) and then
+a model call, in the app's own code. So a retrieval outside any ``rag_pipeline`` opens a root
+(``for_retrieval``); the stages that follow in the same context join it (``Stage.open`` asks
+``state.auto_root()``), and it closes when the first answer generation among them ends (a stream:
+when it ends, is closed or is dropped). More retrievals before that answer (multi-query) join the
+same root. With no assembly recorded, the answer's prompt is searched for the retrieved chunks
+(``located``) by the same ``Assemble.observe`` an ``@assembler`` uses.
+
+Lifetimes. The root is a context variable set in the caller's context (what a wrapper sets
+persists there), never the OpenTelemetry context: nothing is attached to the app's own spans, and
+a closed root left behind counts as none. Threads start with an empty context and asyncio tasks
+with a copy, so each has its own root. The retrieved chunks' text, kept to locate them in the
+prompt, is dropped when the root closes. A root whose answer never comes (an exception, an early
+return) is ended without an answer, marked ``rag.root.abandoned`` with the reason, when
+- the next retrieval of its context is another request's (another current trace) or comes after
+  ``IDLE_SECONDS`` of nothing (``replaced``);
+- any root opens while it has been idle ``IDLE_SECONDS`` (``idle``), or more than ``CAPACITY`` are
+  open (``capacity``, the oldest);
+- its context was garbage-collected (``collected``, ended when the next root opens) or the process
+  exits (``exit``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+import time
+import weakref
+from collections import deque
+from typing import Any
+
+from opentelemetry import trace
+
+from . import names, state as state_module
+from .assemble_stage import Assemble
+from .chunks import Chunk
+from .guard import guard
+from .pipeline import RagPipeline
+from .stage import Stage
+
+IDLE_SECONDS = 60.0  # a root with no stage for this long is not joined, and is ended as abandoned
+CAPACITY = 256  # open roots at most; beyond it the oldest is ended
+MAX_RETRIEVALS = 32  # retrievals one root takes before the next opens another root
+
+_open: dict[int, weakref.ref[AutoRoot]] = {}  # id -> the open roots, oldest first
+_collected: deque[RagPipeline] = deque()  # roots whose context was collected, ended at the next opening
+_lock = threading.Lock()
+_exit_registered = False
+
+
+class AutoRoot:
+    """One automatic root: its pipeline, the state its stages record into, and the retrieved
+    chunks (with text) its answer's prompt is searched for."""
+
+    def __init__(self, pipeline: RagPipeline) -> None:
+        self.pipeline: RagPipeline | None = pipeline
+        self.state = pipeline.state
+        self.context: Any = trace.set_span_in_context(pipeline.span)
+        self.request = _current_trace()  # the trace current where it opened: the app's request, 0 for none
+        self.chunks: list[Chunk] = []
+        self.retrievals = 0
+        self.answer: Stage | None = None
+        self.closed = False
+        self.touched = time.monotonic()
+        self._lock = threading.Lock()
+        # a root whose context is collected unended is ended later (``_end_stale``); the callback
+        # holds the pipeline (ids, never text) and is dropped when the root ends
+        self._finalizer = weakref.finalize(self, _collected.append, pipeline)
+        self._finalizer.atexit = False  # ``_end_all`` ends what is open at exit
+
+    def _accepts(self) -> bool:
+        return not self.closed and self.answer is None and self.request == _current_trace()
+
+    def _idle(self) -> bool:
+        return self.answer is None and time.monotonic() - self.touched > IDLE_SECONDS
+
+    def admit(self, stage: Stage) -> AutoRoot | None:
+        """Take ``stage`` in (``Stage.open`` calls this before its span starts), or None when this
+        root is over or is another request's. The first answer generation ends the root's intake:
+        the chunks retrieved so far are located in its prompt first (unless an assembly was
+        recorded), then the root waits for it to end."""
+        preset = stage.auto_root is self  # a stage this root made (the located assembly) or was given
+        if not preset and self._idle():
+            self.end(abandoned="idle")
+        with self._lock:
+            if self.closed or not (preset or self._accepts()):
+                return None
+            self.touched = time.monotonic()
+            if stage.stage == names.STAGE_RETRIEVE:
+                self.retrievals += 1
+            answer = stage.stage == names.STAGE_GENERATE and getattr(stage, "is_answer", False)
+            if answer:
+                self.answer = stage
+            chunks, self.chunks = (self.chunks, []) if answer else ([], self.chunks)
+        if answer:
+            self._locate(chunks, getattr(stage, "prompt", None), stage)
+        return self
+
+    def _locate(self, chunks: list[Chunk], prompt: Any, answer: Stage) -> None:
+        """The located assembly: the retrieved chunks searched for in the answer's prompt, as an
+        ``@assembler`` without declarations does (``Assemble.observe``), in a span of its own."""
+        if self.state is None or self.state.contexts or not chunks or prompt is None:
+            return  # an assembly was recorded in this root (declared or built): it stands
+        unique = list({chunk.id: chunk for chunk in reversed(chunks)}.values())[::-1]  # each chunk once, first retrieval first
+        assembly = Assemble(tracer_provider=answer._provider, config=answer.config)
+        assembly.auto_root = self
+        assembly.open()
+        assembly.observe(unique, prompt)
+        assembly.close()
+
+    def stage_closed(self, stage: Stage, error: BaseException | None) -> None:
+        """A stage of this root ended: a retrieval's chunks are kept for the answer's prompt; the
+        answer's end ends the root."""
+        if stage is self.answer:
+            self.end(error)
+            return
+        if stage.stage == names.STAGE_RETRIEVE:
+            with self._lock:
+                if not self.closed and self.answer is None:
+                    self.chunks.extend(c for c in getattr(stage, "chunks", ()) if c.content is not None)
+                    self.touched = time.monotonic()
+
+    def takes_retrieval(self) -> bool:
+        with self._lock:
+            return self._accepts() and self.retrievals < MAX_RETRIEVALS and not self._idle()
+
+    def end(self, error: BaseException | None = None, *, abandoned: str | None = None) -> None:
+        """Close the pipeline once (its figures are computed then) and let go of everything."""
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            pipeline, self.pipeline, self.state, self.context, self.chunks, self.answer = self.pipeline, None, None, None, [], None
+        self._finalizer.detach()
+        with _lock:
+            _open.pop(id(self), None)
+        if pipeline is not None:
+            _close(pipeline, error, abandoned)
+
+
+def _close(pipeline: RagPipeline, error: BaseException | None, abandoned: str | None) -> None:
+    if abandoned is not None and pipeline.attrs is not None:
+        with guard("automatic root"):
+            pipeline.attrs.essential(names.RAG_ROOT_ABANDONED, abandoned)
+    pipeline.close(error)
+
+
+def _current_trace() -> int:
+    return trace.get_current_span().get_span_context().trace_id
+
+
+def for_retrieval(name: str, query: Any = None, tracer_provider: trace.TracerProvider | None = None) -> AutoRoot | None:
+    """The automatic root a retrieval starting here goes into: this context's, if it still takes
+    retrievals, else a new one (ending the one it replaces). None inside a pipeline, or when
+    telemetry is off. Call it in the caller's context, where the retrieval is asked for."""
+    if state_module.current() is not None:
+        return None
+    _end_stale()
+    found = state_module.auto_root()
+    if found is not None:
+        if found.takes_retrieval():
+            return found  # type: ignore[no-any-return]
+        if found.answer is None:
+            found.end(abandoned="replaced")
+    pipeline = RagPipeline(name, tracer_provider=tracer_provider)
+    pipeline.open()
+    if pipeline.inert or pipeline.state is None:
+        pipeline.close()
+        return None
+    with guard("automatic root"):
+        pipeline.set_query(query)
+    root = AutoRoot(pipeline)
+    _register(root)
+    state_module.set_auto_root(root)
+    return root
+
+
+def _register(root: AutoRoot) -> None:
+    global _exit_registered
+    with _lock:
+        _open.pop(id(root), None)  # a collected root's entry under a reused id
+        _open[id(root)] = weakref.ref(root)
+        oldest = [ref() for ref in list(_open.values())[: max(0, len(_open) - CAPACITY)]]
+        if not _exit_registered:  # after the app's TracerProvider, so it runs before the provider's shutdown
+            atexit.register(_end_all)
+            _exit_registered = True
+    for found in oldest:
+        if found is not None:
+            found.end(abandoned="capacity")
+
+
+def _end_stale() -> None:
+    """End the roots whose context is gone and those idle too long (any context's)."""
+    while _collected:
+        pipeline = _collected.popleft()
+        if not pipeline.closed:
+            _close(pipeline, None, "collected")
+    with _lock:
+        for key in [key for key, ref in _open.items() if ref() is None]:
+            del _open[key]
+        roots = [ref() for ref in _open.values()]
+    for root in roots:
+        if root is not None and root._idle():
+            root.end(abandoned="idle")
+
+
+def _end_all() -> None:
+    with _lock:
+        roots = [ref() for ref in _open.values()]
+    for root in roots:
+        if root is not None:
+            root.end(abandoned="exit")
+    while _collected:
+        pipeline = _collected.popleft()
+        if not pipeline.closed:
+            _close(pipeline, None, "collected")
+
+
+def end_open() -> None:
+    """End every open root and forget this context's (what the exit hook does; for tests)."""
+    _end_all()
+    state_module.set_auto_root(None)
+
+
+def open_count() -> int:
+    """How many automatic roots are open (bounded by ``CAPACITY``; for tests)."""
+    with _lock:
+        return sum(1 for ref in _open.values() if ref() is not None)
