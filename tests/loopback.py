@@ -4,9 +4,11 @@ tests, and the helpers to serve a handler."""
 
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 import re
+import struct
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -69,6 +71,9 @@ class ChatCompletions(QuietHandler):
         if _SEARCH.fullmatch(self.path):
             self.answer_search(body)
             return
+        if self.path == "/v1/embeddings":
+            self.answer_embeddings(body)
+            return
         if self.path != "/v1/chat/completions":
             self.send_error(404)
             return
@@ -95,6 +100,15 @@ class ChatCompletions(QuietHandler):
             self.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
             self.wfile.flush()
         self.wfile.write(b"data: [DONE]\n\n")
+
+    def answer_embeddings(self, body: dict[str, Any]) -> None:
+        """``POST /v1/embeddings``: one 4-dimensional vector per input (base64 float32 if asked, as the SDK asks)."""
+        inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        vector = [0.5, -0.25, 0.125, 1.0]
+        encoded = base64.b64encode(struct.pack("<4f", *vector)).decode() if body.get("encoding_format") == "base64" else vector
+        data = [{"object": "embedding", "index": i, "embedding": encoded} for i in range(len(inputs))]
+        reply = {"object": "list", "data": data, "model": body["model"], "usage": {"prompt_tokens": 7, "total_tokens": 7}}
+        self.reply(json.dumps(reply).encode(), "application/json")
 
     def answer_search(self, body: dict[str, Any]) -> None:
         """``POST /v1/vector_stores/{id}/search``: a page of results (chunks of files, with text)."""

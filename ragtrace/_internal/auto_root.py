@@ -38,6 +38,7 @@ from . import names, state as state_module
 from .assemble_stage import Assemble
 from .chunks import Chunk
 from .guard import guard
+from .messages import as_prompt
 from .pipeline import RagPipeline
 from .stage import Stage
 
@@ -108,7 +109,7 @@ class AutoRoot:
         assembly = Assemble(tracer_provider=answer._provider, config=answer.config)
         assembly.auto_root = self
         assembly.open()
-        assembly.observe(unique, prompt)
+        assembly.observe(unique, as_prompt(prompt))  # content parts read as text, as in a declared prompt
         assembly.close()
 
     def stage_closed(self, stage: Stage, error: BaseException | None) -> None:

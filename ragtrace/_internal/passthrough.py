@@ -29,11 +29,21 @@ def record_as_consumed(result: Any, stage: Stage, finish: Finish) -> Any:
     """A recording proxy for a one-shot iterator; None for anything else (recorded at once)."""
     if isinstance(result, (str, bytes, bytearray, Sequence, Mapping)):
         return None
-    if isinstance(result, Iterator):
+    shape = _shape(result)
+    if isinstance(shape, Iterator):
         return RecordingIterator(result, stage, finish)
-    if isinstance(result, AsyncIterator):
+    if isinstance(shape, AsyncIterator):
         return RecordingAsyncIterator(result, stage, finish)
     return None
+
+
+def _shape(result: Any) -> Any:
+    """What says whether ``result`` is read with ``for`` or ``async for``. Another instrumentor's
+    stream proxy (OpenLLMetry's ``ChatStream``) has both protocols, whatever it wraps: then the
+    object it wraps says."""
+    while isinstance(result, Iterator) and isinstance(result, AsyncIterator) and hasattr(result, "__wrapped__"):
+        result = result.__wrapped__
+    return result
 
 
 class _Recording(wrapt.ObjectProxy):  # type: ignore[misc]

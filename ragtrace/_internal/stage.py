@@ -28,6 +28,10 @@ from .spans import Attributes, all_passed, json_messages_within, record_error, t
 
 _ESSENTIAL_AT_START = (names.RAG_STAGE, names.GEN_AI_OPERATION_NAME, names.OI_SPAN_KIND)
 
+# The stage whose span a context made current. It stays in the contexts other instrumentors derive
+# from that one (OpenLLMetry's span made current inside ours), where the current span no longer says.
+STAGE_KEY = otel_context.create_key("ragtrace_stage")
+
 
 class Stage:
     """Base of all handles: span lifecycle, context attachment, error recording."""
@@ -88,7 +92,13 @@ class Stage:
         if self.start_time is not None:
             self._started -= max(0, time.time_ns() - self.start_time) / 1e9
         with guard("span start"):
-            root = self._joined_root()
+            # the automatic root (``auto_root``) this stage goes into: one preset by the root, else
+            # the open root of this context when no pipeline is active; ``admit`` may refuse it
+            root = self.auto_root
+            if root is None and self.joins_auto_root and state_module.current() is None:
+                root = state_module.auto_root()
+            if root is not None:
+                root = self.auto_root = root.admit(self)
             start = {names.RAG_STAGE: self.stage, names.GEN_AI_OPERATION_NAME: self.operation}
             start.update(self.start_attributes())
             if self.config.openinference:
@@ -101,15 +111,6 @@ class Stage:
             self.attrs = Attributes(self.span, self.config.content, essentials, len(start))
             self.state = root.state if root is not None else self.find_state()
             self.on_open()
-
-    def _joined_root(self) -> Any:
-        """The automatic root this stage goes into: one preset by the root itself, else the open
-        root of this context when no pipeline is active (``auto_root.AutoRoot.admit``)."""
-        root = self.auto_root
-        if root is None and self.joins_auto_root and state_module.current() is None:
-            root = state_module.auto_root()
-        self.auto_root = root.admit(self) if root is not None else None
-        return self.auto_root
 
     def find_state(self) -> state_module.PipelineState | None:
         return state_module.for_span(self.span, self.config)
@@ -138,7 +139,12 @@ class Stage:
 
     def attach(self) -> None:
         if not self.inert:
-            self._token = otel_context.attach(trace.set_span_in_context(self.span))
+            self._token = otel_context.attach(self.in_context(self.span))
+
+    def in_context(self, span: Span) -> otel_context.Context:
+        """The current context with ``span`` (this stage's, or a stand-in for it) current and this
+        stage under ``STAGE_KEY``."""
+        return otel_context.set_value(STAGE_KEY, self, trace.set_span_in_context(span))
 
     def detach(self) -> None:
         if self._token is not None:

@@ -50,10 +50,11 @@ def assembled_messages() -> list[dict]:
         return ctx.render([{"role": "user", "content": "Sources:\n{context}\n\nQuestion: {question}"}], question=QUESTION)
 
 
-def check_trace(spans, *, stream: bool) -> None:
+def check_trace(spans, *, stream: bool, parent=None) -> None:
+    """The generate span (under ``parent``, by default the root) and the hand-computed figures."""
     root = spans.one("pipeline")
     generated = spans.one("generate")
-    assert generated.parent.span_id == root.context.span_id
+    assert generated.parent.span_id == (parent or root).context.span_id
     attributes = generated.attributes
     assert generated.name == "chat gpt-4o-mini"
     assert attributes["gen_ai.provider.name"] == "openai"

@@ -350,3 +350,59 @@ def test_a_failed_model_call_ends_the_root_with_its_error(instrumented, chat_ser
     root = instrumented.one("pipeline")
     assert root.status.status_code == trace.StatusCode.ERROR
     assert auto_root.open_count() == 0
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_a_responses_api_answer_joins_and_ends_the_root_too(instrumented, chat_server, asynchronous):
+    url, _ = chat_server
+
+    async def app() -> str:
+        sdk = client(url, openai.AsyncOpenAI)
+        found = (await sdk.vector_stores.search("vs_kb", query=QUESTION, max_num_results=3)).data
+        system, user = messages(found)
+        return (await sdk.responses.create(model="gpt-4o-mini", instructions=system["content"], input=user["content"])).output_text
+
+    if asynchronous:
+        assert asyncio.run(app()) == ANSWER
+    else:
+        sdk = client(url)
+        system, user = messages(list(sdk.vector_stores.search("vs_kb", query=QUESTION, max_num_results=3)))
+        assert sdk.responses.create(model="gpt-4o-mini", instructions=system["content"], input=user["content"]).output_text == ANSWER
+    check_trace(instrumented)
+
+
+def test_messages_with_content_parts_are_searched_too(instrumented, chat_server):
+    """The SDK takes a message's content as a list of text parts as well as a string."""
+    url, _ = chat_server
+    sdk = client(url)
+    system, user = messages(list(sdk.vector_stores.search("vs_kb", query=QUESTION, max_num_results=3)))
+    parted = [system, {"role": "user", "content": [{"type": "text", "text": user["content"]}]}]
+    sdk.chat.completions.create(model="gpt-4o-mini", messages=parted)
+    check_trace(instrumented)
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_embeddings_create_is_an_embed_span_in_the_root_a_search_opened(instrumented, chat_server, asynchronous):
+    """``embeddings.create`` before any search is a span of its own (it opens no root); after one,
+    a stage of its root."""
+    url, _ = chat_server
+
+    async def embed(text: str) -> list[float]:
+        return (await client(url, openai.AsyncOpenAI).embeddings.create(model="text-embedding-3-small", input=text)).data[0].embedding
+
+    def embedded(text: str) -> list[float]:
+        if asynchronous:
+            return asyncio.run(embed(text))
+        return client(url).embeddings.create(model="text-embedding-3-small", input=text).data[0].embedding
+
+    assert embedded(QUESTION) == [0.5, -0.25, 0.125, 1.0]  # the SDK's own response, decoded as without ragtrace
+    client(url).vector_stores.search("vs_kb", query=QUESTION)
+    embedded("refund to card")
+    auto_root.end_open()
+    alone, joined = sorted(instrumented.by_stage("embed"), key=lambda s: s.start_time)
+    for span in (alone, joined):
+        assert span.name == "embeddings text-embedding-3-small"
+        assert span.attributes["gen_ai.provider.name"] == "openai"
+        assert (span.attributes["gen_ai.embeddings.dimension.count"], span.attributes["gen_ai.usage.input_tokens"]) == (4, 7)
+    assert alone.parent is None
+    assert joined.parent.span_id == instrumented.one("pipeline").context.span_id

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import suppress
 from contextvars import ContextVar, Token
+from typing import Any
 
 import wrapt
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from .. import names, state as state_module
-from ..guard import guard
-from ..stage import Stage
+from ..guard import call_guarded, guard
+from ..stage import STAGE_KEY, Stage
 
 
 # a framework model call in progress in this context (LangChain's callbacks can't make its span
@@ -25,10 +26,14 @@ def inside_generation() -> bool:
     """Is a ragtrace generate stage open for the call being made? The current span is one (the
     user's ``with ragtrace.generate()``, a LlamaIndex LLM call), or a framework model call is in
     progress in this context (a LangChain chat model such as ``ChatOpenAI``). Then an LLM call made
-    inside it is already recorded there. A span that is not recording (sampled out, tracing off)
-    can't tell, and says no."""
+    inside it is already recorded there, also under another instrumentor's span made current in
+    between (OpenLLMetry's wrapper of the same SDK call). A span that is not recording (sampled
+    out, tracing off) can't tell, and says no."""
     framework = _framework_generation.get()
     if framework is not None and not framework.closed:
+        return True
+    attached = otel_context.get_value(STAGE_KEY)  # under another instrumentor's span made current inside it
+    if isinstance(attached, Stage) and attached.stage == names.STAGE_GENERATE and not attached.closed:
         return True
     attributes = getattr(trace.get_current_span(), "attributes", None)
     return isinstance(attributes, Mapping) and attributes.get(names.RAG_STAGE) == names.STAGE_GENERATE
@@ -44,6 +49,22 @@ def generated(token: Token[Stage | None]) -> None:
     nothing to undo: the stage left there is closed."""
     with suppress(ValueError):
         _framework_generation.reset(token)
+
+
+def unwrap(owner: type, name: str) -> None:
+    """Take ragtrace's wrapper off ``owner.name`` wherever it sits among other instrumentors'
+    wrappers (OpenLLMetry's OpenAI instrumentor wraps the same ``create``). OpenTelemetry's
+    ``unwrap`` takes off the outermost one, which is the other's when it was instrumented after
+    ragtrace: that turned the other off and left ragtrace on."""
+    outer, current = None, vars(owner).get(name)
+    while hasattr(current, "_self_wrapper") and hasattr(current, "__wrapped__"):  # a wrapt function wrapper
+        if (getattr(current._self_wrapper, "__module__", None) or "").startswith("ragtrace."):
+            if outer is None:
+                setattr(owner, name, current.__wrapped__)
+            else:  # the wrapper around ours now calls what ours called
+                outer.__wrapped__ = current.__wrapped__
+            return
+        outer, current = current, current.__wrapped__
 
 
 class _CurrentSpan(wrapt.ObjectProxy):  # type: ignore[misc]
@@ -78,7 +99,7 @@ class Attached:
 
     def __init__(self, stage: Stage, state: state_module.PipelineState | None = None) -> None:
         self._span = _CurrentSpan(stage.span)
-        self._token = otel_context.attach(trace.set_span_in_context(self._span))
+        self._token = otel_context.attach(stage.in_context(self._span))
         self._state_token = state_module.activate(state) if state is not None else None
 
     def detach(self) -> None:
@@ -88,3 +109,41 @@ class Attached:
                 state_module.deactivate(self._state_token)
         with guard("context detach"):
             otel_context.detach(self._token)
+
+
+def closed_with(stage: Stage, error: BaseException) -> None:
+    """A wrapped call that raised: its stage ends with the app's error, which passes through."""
+    stage.detach()
+    stage.close(error)
+
+
+def call_wrappers(open_: Callable[[tuple[Any, ...], dict[str, Any]], Stage], record: Callable[[Stage, dict[str, Any], Any], None]) -> tuple[Any, Any]:
+    """wrapt wrappers (sync, async) for an SDK method whose call is one stage: ``open_`` starts it
+    from the call's arguments, ``record`` reads the result the app gets (untouched) and ends it.
+    ragtrace's own failures are logged once and the call goes on untraced."""
+
+    def sync(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        stage = call_guarded("openai instrumentation", open_, args, kwargs)
+        if stage is None:
+            return wrapped(*args, **kwargs)
+        try:
+            result = wrapped(*args, **kwargs)
+        except BaseException as error:
+            call_guarded("openai instrumentation", closed_with, stage, error)
+            raise
+        call_guarded("openai instrumentation", record, stage, kwargs, result)
+        return result
+
+    async def asynchronous(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        stage = call_guarded("openai instrumentation", open_, args, kwargs)
+        if stage is None:
+            return await wrapped(*args, **kwargs)
+        try:
+            result = await wrapped(*args, **kwargs)
+        except BaseException as error:
+            call_guarded("openai instrumentation", closed_with, stage, error)
+            raise
+        call_guarded("openai instrumentation", record, stage, kwargs, result)
+        return result
+
+    return sync, asynchronous

@@ -1,7 +1,8 @@
 """The OpenAI SDK: every ``chat.completions.create`` and ``responses.create`` call (sync, async,
 ``stream=True``) becomes a generate span, scored against the pipeline's latest assembly; so does
 each ``.parse()`` (it posts its request itself) and each ``.stream()`` (it calls ``create``).
-``vector_stores.search`` is a retrieve span (``openai_vector_stores``): outside any pipeline it
+``embeddings.create`` is an embed span (``openai_embeddings``), and
+``vector_stores.search`` a retrieve span (``openai_vector_stores``): outside any pipeline it
 opens an automatic root that the answer's call joins and ends (``auto_root``), where the retrieved
 chunks are located in the answer's messages when no assembly was recorded.
 
@@ -22,13 +23,12 @@ from typing import Any
 
 import wrapt
 from opentelemetry import trace
-from opentelemetry.instrumentation.utils import unwrap
 
 from ..generation import Generate
 from ..guard import call_guarded, guard, warn_once
 from ..passthrough import record_as_consumed
-from . import openai_vector_stores
-from ._common import inside_generation
+from . import openai_embeddings, openai_vector_stores
+from ._common import inside_generation, unwrap
 from .base import RagtraceInstrumentor
 
 _PROVIDER = "openai"
@@ -51,6 +51,7 @@ class OpenAIInstrumentor(RagtraceInstrumentor):
                 if hasattr(getattr(found, asynchronous), method):
                     wrapt.wrap_function_wrapper(module, f"{asynchronous}.{method}", _async_wrapper(provider, prompt))
         openai_vector_stores.instrument(provider)  # the SDK's retriever: it opens the automatic root
+        openai_embeddings.instrument(provider)
 
     def _uninstrument(self, **kwargs: Any) -> None:
         import importlib
@@ -61,6 +62,7 @@ class OpenAIInstrumentor(RagtraceInstrumentor):
                 unwrap(getattr(found, sync), method)
                 unwrap(getattr(found, asynchronous), method)
         openai_vector_stores.uninstrument()
+        openai_embeddings.uninstrument()
 
 
 # --- one call -----------------------------------------------------------------------------------

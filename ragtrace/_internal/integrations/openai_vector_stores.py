@@ -30,6 +30,7 @@ from .. import auto_root
 from ..guard import call_guarded, warn_once
 from ..keyed import content_digest
 from ..retrieval import Retrieve
+from ._common import call_wrappers, closed_with
 
 _MODULE = "openai.resources.vector_stores.vector_stores"
 _CLASSES = ("VectorStores", "AsyncVectorStores")
@@ -41,7 +42,8 @@ def instrument(provider: trace.TracerProvider | None) -> None:
     found = _classes()
     if found is None:
         return
-    wrapt.wrap_function_wrapper(_MODULE, "VectorStores.search", _sync_search(provider))
+    sync, _ = call_wrappers(lambda args, kwargs: _started(_new_stage(args, kwargs, provider)), _record)
+    wrapt.wrap_function_wrapper(_MODULE, "VectorStores.search", sync)
     wrapt.wrap_function_wrapper(_MODULE, "AsyncVectorStores.search", _async_search(provider))
 
 
@@ -83,7 +85,7 @@ def _started(stage: Retrieve) -> Retrieve:
     return stage
 
 
-def _record(stage: Retrieve, page: Any) -> None:
+def _record(stage: Retrieve, kwargs: Mapping[str, Any], page: Any) -> None:
     """The page's results, read from its ``data`` list (what iterating the page yields: the
     search endpoint has one page), and the span ended."""
     stage.detach()
@@ -102,27 +104,6 @@ def _chunk(result: Any) -> dict[str, Any]:
     text = "\n".join(part.text for part in parts if getattr(part, "type", None) == "text" and isinstance(getattr(part, "text", None), str))
     file_id = getattr(result, "file_id", None)
     return {"id": f"{file_id}#{content_digest(text)}", "content": text, "score": getattr(result, "score", None)}
-
-
-def _failed(stage: Retrieve, error: BaseException) -> None:
-    stage.detach()
-    stage.close(error)
-
-
-def _sync_search(provider: trace.TracerProvider | None) -> Any:
-    def search(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        stage = call_guarded("openai instrumentation", lambda: _started(_new_stage(args, kwargs, provider)))
-        if stage is None:
-            return wrapped(*args, **kwargs)
-        try:
-            page = wrapped(*args, **kwargs)
-        except BaseException as error:
-            call_guarded("openai instrumentation", _failed, stage, error)
-            raise
-        call_guarded("openai instrumentation", _record, stage, page)
-        return page
-
-    return search
 
 
 def _async_search(provider: trace.TracerProvider | None) -> Any:
@@ -153,9 +134,9 @@ class _Search(wrapt.ObjectProxy):  # type: ignore[misc]
         try:
             page = await self.__wrapped__
         except BaseException as error:
-            call_guarded("openai instrumentation", _failed, stage, error)
+            call_guarded("openai instrumentation", closed_with, stage, error)
             raise
-        call_guarded("openai instrumentation", _record, stage, page)
+        call_guarded("openai instrumentation", _record, stage, {}, page)
         return page
 
     async def __aiter__(self) -> Any:
