@@ -105,11 +105,13 @@ class AutoRoot:
         ``@assembler`` without declarations does (``Assemble.observe``), in a span of its own."""
         if self.state is None or self.state.contexts or not chunks or prompt is None:
             return  # an assembly was recorded in this root (declared or built): it stands
-        unique = list({chunk.id: chunk for chunk in reversed(chunks)}.values())[::-1]  # each chunk once, first retrieval first
+        first: dict[str, Chunk] = {}
+        for chunk in chunks:  # each chunk once, as first retrieved
+            first.setdefault(chunk.id, chunk)
         assembly = Assemble(tracer_provider=answer._provider, config=answer.config)
         assembly.auto_root = self
         assembly.open()
-        assembly.observe(unique, as_prompt(prompt))  # content parts read as text, as in a declared prompt
+        assembly.observe(list(first.values()), as_prompt(prompt))  # content parts read as text, as in a declared prompt
         assembly.close()
 
     def stage_closed(self, stage: Stage, error: BaseException | None) -> None:

@@ -80,7 +80,8 @@ def pieces(joiner: TraceJoiner, heads: list[Any], source: Source, line: int) -> 
     last = {hex_id(head.traceId, 32): index for index, head in enumerate(heads)}
     diagnostics = source.diagnostics
     append, pending = joiner.append, joiner.pending
-    decode = _msgspec.decode_attributes  # type: ignore[union-attr]
+    plain = _msgspec.decode_attributes  # type: ignore[union-attr]
+    decode = _msgspec.decode_known_attributes  # type: ignore[union-attr]  # until a key the SDK does not write
     touched: set[str] = set()
     typed = True  # False from the first span whose attributes the typed decode rejects
     count = len(heads)
@@ -91,7 +92,13 @@ def pieces(joiner: TraceJoiner, heads: list[Any], source: Source, line: int) -> 
                 head = heads[index]
                 if typed:
                     try:
-                        attributes = decode(head.attributes) if head.attributes is not None else None
+                        try:
+                            attributes = decode(head.attributes) if head.attributes is not None else None
+                        except _msgspec.ValidationError:  # type: ignore[union-attr]
+                            if decode is plain:
+                                raise
+                            decode = plain  # another instrumentation's keys: plain strings for the rest of the line
+                            attributes = plain(head.attributes)
                     except _MSGSPEC_ERRORS:
                         typed = False
                 if typed:

@@ -165,20 +165,23 @@ def decode_request(line: bytes) -> list[_Span] | None:
     return _decode(line, _known_request, _request)
 
 
+def decode_plain_request(line: bytes) -> list[_Span] | None:
+    """``decode_request`` with plain string keys only: for the lines after one whose spans carry
+    keys the SDK does not write (``decode_request`` gave ``_Span`` structs), not to try twice."""
+    return _decode(line, _request)
+
+
+PlainSpan = _Span  # what ``decode_request`` gives when a key was not one the SDK writes
+
+
 # A long line, read a few dozen spans at a time (see ``ingest.pieces``): decoded
 # first without the spans' attributes, which stay unparsed slices and are most of the line, then
 # the attributes of a few spans at a time with ``decode_attributes``.
 _head_request = _request_decoder(_SpanHead)
-_known_attributes = msgspec.json.Decoder(list[_KnownKeyValue] | None).decode
-_attributes = msgspec.json.Decoder(list[_KeyValue] | None).decode
-
-
-def decode_attributes(raw: Raw) -> list[Any] | None:
-    """A head's attributes (``key`` and raw ``value`` of each); raises DecodeError or ValidationError."""
-    try:
-        return _known_attributes(raw)
-    except ValidationError:  # a key the SDK does not write (or a shape neither decoder takes)
-        return _attributes(raw)
+# A head's attributes (``key`` and raw ``value`` of each); both may raise. The first rejects keys the
+# SDK does not write (ValidationError); the second takes any key.
+decode_known_attributes = msgspec.json.Decoder(list[_KnownKeyValue] | None).decode
+decode_attributes = msgspec.json.Decoder(list[_KeyValue] | None).decode
 
 
 def decode_heads(line: bytes) -> list[_SpanHead] | None:

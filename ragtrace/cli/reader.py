@@ -201,6 +201,8 @@ class TraceReader:
                     if len(line) >= PIECEWISE_BYTES and (heads := _msgspec.decode_heads(line)) is not None:  # type: ignore[union-attr]
                         traces = ingest.pieces(self.joiner, heads, source, line_number)
                     elif (spans := fast(line)) is not None:
+                        if spans and type(spans[0]) is _msgspec.PlainSpan:  # type: ignore[union-attr]
+                            fast = _msgspec.decode_plain_request  # type: ignore[union-attr]  # another instrumentation's keys
                         traces = ingest.structs(self.joiner, spans, source, line_number)
                     if traces is not None:
                         first = False

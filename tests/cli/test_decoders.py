@@ -209,6 +209,37 @@ def test_odd_lines_read_the_same(tmp_path, name, key, piecewise):
     assert with_json == with_msgspec
 
 
+def test_a_long_line_of_other_keys_tries_the_sdk_keys_once(tmp_path, monkeypatch):
+    """Once a span of a long line has a key the SDK does not write (another instrumentation's
+    line), the rest of the line is decoded with plain keys straight away, not twice."""
+    from ragtrace.cli import otlp_msgspec
+
+    tried = []
+    known = otlp_msgspec.decode_known_attributes
+    monkeypatch.setattr(otlp_msgspec, "decode_known_attributes", lambda raw: (tried.append(1), known(raw))[1])
+    monkeypatch.setattr(reader, "PIECEWISE_BYTES", 0)
+    path = tmp_path / "other.jsonl"
+    path.write_text(_line(*(_span(f"{n + 1:016x}", '{"stringValue":"x"}', trace=f"{n + 1:032x}") for n in range(40))) + "\n")
+    traces = list(TraceReader([path], Diagnostics(io.StringIO()), decoder="msgspec"))
+    assert len(traces) == 40 and all(trace.spans[0].get("k") == "x" for trace in traces)
+    assert len(tried) == 1
+
+
+def test_short_lines_of_other_keys_try_the_sdk_keys_once(tmp_path, monkeypatch):
+    """The same for a file of short lines: once a line had keys the SDK does not write, the
+    following lines of the file are decoded with plain keys straight away."""
+    from ragtrace.cli import otlp_msgspec
+
+    tried = []
+    known = otlp_msgspec._known_request
+    monkeypatch.setattr(otlp_msgspec, "_known_request", lambda line: (tried.append(1), known(line))[1])
+    path = tmp_path / "other.jsonl"
+    path.write_text("".join(_line(_span(f"{n + 1:016x}", '{"stringValue":"x"}', trace=f"{n + 1:032x}")) + "\n" for n in range(20)))
+    traces = list(TraceReader([path], Diagnostics(io.StringIO()), decoder="msgspec"))
+    assert len(traces) == 20 and all(trace.spans[0].get("k") == "x" for trace in traces)
+    assert len(tried) == 1
+
+
 def test_keys_the_sdk_writes_are_the_names_constants(tmp_path, piecewise):
     """A known key decodes to the ``names`` string itself (no string built per attribute); an
     unknown one sends its span's attributes (a short line: the line) through plain string keys."""

@@ -250,10 +250,12 @@ def test_opentelemetry_instrument_traces_the_plain_llamaindex_example(tmp_path):
     assert len({s["context"]["trace_id"] for s in found}) == 2
 
 
+@pytest.mark.parametrize("disabled", ["openai", ""], ids=["ragtrace-only", "beside-openinference-and-openllmetry"])
 @pytest.mark.parametrize("stream", [False, True], ids=["completion", "stream"])
-def test_opentelemetry_instrument_traces_the_plain_openai_example(tmp_path, chat_server, stream):
+def test_opentelemetry_instrument_traces_the_plain_openai_example(tmp_path, chat_server, stream, disabled):
     """examples/openai_rag.py with every ragtrace line removed: zero code. The launcher sets up the
-    provider and turns the OpenAI integration on; the search opens the automatic root."""
+    provider and turns the OpenAI integration on; the search opens the automatic root. ``openai``
+    names both OpenInference's and OpenLLMetry's entry points: with it not disabled, both run too."""
     url, received = chat_server
     app = example_without("openai_rag", tmp_path, ("import ragtrace", "ragtrace."))
     source = app.read_text(encoding="utf-8")
@@ -262,11 +264,16 @@ def test_opentelemetry_instrument_traces_the_plain_openai_example(tmp_path, chat
         source = source.replace('"--stream" in sys.argv', "True")
         app.write_text(source, encoding="utf-8")
     env = {"OPENAI_BASE_URL": f"{url}/v1", "OPENAI_API_KEY": "sk-test-key", "OPENAI_VECTOR_STORE_ID": "vs_kb"}
-    done = under_opentelemetry_instrument(app, disabled="openai", **env)
+    done = under_opentelemetry_instrument(app, disabled=disabled, **env)
     assert [r["path"] for r in received] == ["/v1/vector_stores/vs_kb/search", "/v1/chat/completions"]
     assert bool(received[1]["body"].get("stream")) is stream
     assert "A: Refunds take 5 business days [1]." in done.stdout
-    (stages,) = stages_by_trace(console_spans(done.stdout)).values()
+    found = console_spans(done.stdout)
+    others = sorted(s["name"] for s in found if "rag.stage" not in s["attributes"])
+    # OpenInference's spans of the two requests, and OpenLLMetry's of the chat completion
+    assert others == ([] if disabled else ["ChatCompletion", "SyncPage[VectorStoreSearchResponse]", "openai.chat"])
+    assert len({s["context"]["trace_id"] for s in found}) == 1
+    (stages,) = stages_by_trace(found).values()
     assert sorted(stages) == ["assemble", "generate", "pipeline", "retrieve"]
     assert stages["pipeline"]["name"] == "invoke_workflow openai"
     generated = stages["generate"]["attributes"]

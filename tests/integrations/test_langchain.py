@@ -190,6 +190,22 @@ def test_stuff_documents_chain_declares_each_documents_rendering(spans, store):
     assert math.isclose(got["recall_proxy"], 1 / 3) and math.isclose(got["context_utilization"], 1 / 3)
 
 
+def test_a_streamed_stuff_documents_chain_is_declared_too(spans, store):
+    """``stream()``: LangChain starts a streamed run before its input is known and hands the
+    input to the end callback, so the documents a formatter rendered are found there."""
+    ids = expected_ids(store)
+    answer = f"See [{ids[1]}]."
+    chain = retrieval_chain(store, answer, document_prompt=PromptTemplate.from_template("[{source}] {page_content}"))
+    pieces = list(chain.stream({"input": QUESTION}))
+    assert "".join(p.get("answer", "") for p in pieces) == answer
+    assembled = spans.one("assemble").attributes
+    assert assembled["rag.context.inclusion_method"] == "declared"
+    assert list(assembled["rag.context.chunk_ids"]) == ids
+    assert list(spans.one("generate").attributes["rag.citation.ids"]) == [ids[1]]
+    got = figures(spans.one("pipeline"))
+    assert (got["retrieved"], got["in_context"], got["cited"]) == (3, 3, 1) and got["cited_positions"] == (2,)
+
+
 def test_declared_offsets_are_where_the_prompt_shows_each_document(spans, store):
     ids = expected_ids(store)
     chain = retrieval_chain(store, "ok", document_prompt=PromptTemplate.from_template("[{source}] {page_content}"))

@@ -119,6 +119,10 @@ class _Handler:
         try:
             with guard("langchain chain end"):
                 run = self.runs.get(run_id)
+                if run is not None and "documents" not in run.data:  # a streamed run's input comes with its end
+                    documents = _documents(kw.get("inputs"))
+                    if documents is not None:
+                        run.data["documents"] = documents
                 if run is not None and isinstance(outputs, str) and "documents" in run.data:
                     _formatted(run.scope, run.data["documents"], outputs)
         finally:  # a run always ends, even when recording it failed

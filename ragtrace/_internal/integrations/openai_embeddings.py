@@ -14,11 +14,10 @@ from typing import Any
 
 import wrapt
 from opentelemetry import trace
-from opentelemetry.instrumentation.utils import unwrap
 
 from ..guard import warn_once
 from ..retrieval import Embed
-from ._common import call_wrappers
+from ._common import call_wrappers, unwrap
 
 _MODULE = "openai.resources.embeddings"
 _PROVIDER = "openai"

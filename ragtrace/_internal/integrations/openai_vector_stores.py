@@ -24,13 +24,12 @@ from typing import Any
 
 import wrapt
 from opentelemetry import trace
-from opentelemetry.instrumentation.utils import unwrap
 
 from .. import auto_root
 from ..guard import call_guarded, warn_once
 from ..keyed import content_digest
 from ..retrieval import Retrieve
-from ._common import call_wrappers, closed_with
+from ._common import call_wrappers, closed_with, unwrap
 
 _MODULE = "openai.resources.vector_stores.vector_stores"
 _CLASSES = ("VectorStores", "AsyncVectorStores")

@@ -1,0 +1,114 @@
+"""What the tests beside OpenLLMetry's (Traceloop's) instrumentors share: both tools on in either
+order, OpenLLMetry's leftovers taken away afterwards, and ways to read the span tree.
+
+Each test turns on OpenLLMetry's instrumentor and ``ragtrace.instrument()`` in both orders and
+checks that the app gets what it gets with neither, that ragtrace's figures are the hand-computed
+ones of the ragtrace-alone tests, which spans are duplicated and what nests inside what
+(docs/integrations.md, "Beside other instrumentors"), and that uninstrumenting either one leaves
+the other working.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import partial
+
+import ragtrace
+
+ORDERS = ["openllmetry-first", "ragtrace-first"]
+OPENLLMETRY_OPENAI = "opentelemetry.instrumentation.openai"
+OPENLLMETRY_LANGCHAIN = "opentelemetry.instrumentation.langchain"
+OPENLLMETRY_LLAMA_INDEX = "opentelemetry.instrumentation.llamaindex"
+
+
+def _wrapper_module(value: object) -> str:
+    """The module of the function a wrapt function wrapper calls, or '' for anything else."""
+    wrapper = getattr(value, "_self_wrapper", None)
+    return (getattr(wrapper, "__module__", None) or "") if hasattr(value, "__wrapped__") else ""
+
+
+def wrapper_modules(value: object) -> list[str]:
+    """The modules of the wrappers stacked on a patched method, outermost first."""
+    found = []
+    while _wrapper_module(value):
+        found.append(_wrapper_module(value))
+        value = value.__wrapped__
+    return found
+
+
+def parent_of(spans, span):
+    (found,) = [s for s in spans.all() if span.parent is not None and s.context.span_id == span.parent.span_id]
+    return found
+
+
+
+def ragtraces(spans) -> dict[str, dict]:
+    """ragtrace's record of a run, stage by stage: every rag.* attribute but span ids."""
+    return {
+        s.attributes["rag.stage"]: {k: v for k, v in s.attributes.items() if k.startswith("rag.") and not k.endswith("span_id")}
+        for s in spans.all()
+        if "rag.stage" in s.attributes
+    }
+
+
+def strip_wrappers(modules: str, wrappers: str) -> None:
+    """OpenLLMetry 0.62.4's ``uninstrument()`` leaves its wrappers on (it hands OpenTelemetry's
+    ``unwrap`` "Completions.create" as one attribute name, which it never finds): take the ones
+    from ``wrappers`` (a module prefix) off every class of the ``modules`` loaded, so that later
+    tests get the library as it was."""
+    for name, module in list(sys.modules.items()):
+        if not name.startswith(modules):
+            continue
+        for owner in [v for v in vars(module).values() if isinstance(v, type)]:
+            for attribute, value in list(vars(owner).items()):
+                while _wrapper_module(value).startswith(wrappers):
+                    value = value.__wrapped__
+                    setattr(owner, attribute, value)
+
+
+@contextmanager
+def both_on(spans, order: str, library: str, theirs, leftovers: Callable[[], None]) -> Iterator[object]:
+    """OpenLLMetry's instrumentor ``theirs`` and ``ragtrace.instrument(library)`` in ``order``;
+    both off afterwards, and what OpenLLMetry's ``uninstrument()`` leaves behind taken away."""
+    try:
+        if order == "openllmetry-first":
+            theirs.instrument(tracer_provider=spans.provider)
+        assert ragtrace.instrument(library) == [library]
+        if order == "ragtrace-first":
+            theirs.instrument(tracer_provider=spans.provider)
+        yield theirs
+    finally:
+        ragtrace.uninstrument(library)
+        theirs.uninstrument()
+        leftovers()
+
+
+def openai_both_on(spans, order: str):
+    from opentelemetry.instrumentation.openai import OpenAIInstrumentor as OpenLLMetryOpenAI
+
+    return both_on(spans, order, "openai", OpenLLMetryOpenAI(), partial(strip_wrappers, "openai.resources", OPENLLMETRY_OPENAI))
+
+
+def langchain_both_on(spans, order: str):
+    from opentelemetry.instrumentation.langchain import LangchainInstrumentor as OpenLLMetryLangChain
+
+    leftovers = partial(strip_wrappers, "langchain_core.callbacks", OPENLLMETRY_LANGCHAIN)
+    return both_on(spans, order, "langchain", OpenLLMetryLangChain(), leftovers)
+
+
+def _openllmetry_handlers_off() -> None:
+    """OpenLLMetry 0.62.4's LlamaIndex ``uninstrument()`` does nothing (its core instrumentor's
+    ``_uninstrument`` is empty): take its handlers off the dispatcher for the tests after this one."""
+    from llama_index.core.instrumentation import get_dispatcher
+
+    dispatcher = get_dispatcher()
+    for found in (dispatcher.span_handlers, dispatcher.event_handlers):
+        found[:] = [h for h in found if not type(h).__module__.startswith(OPENLLMETRY_LLAMA_INDEX)]
+
+
+def llama_index_both_on(spans, order: str):
+    from opentelemetry.instrumentation.llamaindex import LlamaIndexInstrumentor as OpenLLMetryLlamaIndex
+
+    return both_on(spans, order, "llama_index", OpenLLMetryLlamaIndex(), _openllmetry_handlers_off)
