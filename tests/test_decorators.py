@@ -310,9 +310,9 @@ def test_reranker_and_embedder_and_assembler_decorators(spans):
     assert out["model"] == "m-1"
     assert spans.one("embed").attributes[names.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] == 8
     rr = spans.one("rerank").attributes
-    assert list(rr[names.RAG_RERANK_INPUT_IDS]) == ["a", "b"]
+    assert [rr[f"reranker.input_documents.{i}.document.id"] for i in range(2)] == ["a", "b"]
     assert list(rr[names.RAG_RERANK_OUTPUT_IDS]) == ["b"]
-    assert list(rr[names.RAG_RERANK_OUTPUT_SCORES]) == [3.2]
+    assert rr["reranker.output_documents.0.document.score"] == 3.2
     assemble = spans.one("assemble").attributes
     assert assemble[names.RAG_CONTEXT_INCLUSION_METHOD] == "located"
     assert list(assemble[names.RAG_CONTEXT_CHUNK_IDS]) == ["b"]

@@ -293,11 +293,11 @@ def test_framework_documents(tmp_path):
     dense, sparse = retrievals["retrieval chroma"], retrievals["retrieval bm25"]
     # (Document, score) pairs: ids from Document.id, text from page_content, the pair's score
     assert dense["rag.retrieval.chunk_ids"] == ["guide-config", "guide-install"]
-    assert dense["rag.retrieval.scores"] == [0.82, 0.61]
+    assert [d["score"] for d in json.loads(dense["gen_ai.retrieval.documents"])] == [0.82, 0.61]
     assert dense["retrieval.documents.0.document.content"].startswith("The agent reads its settings")
     # NodeWithScore(TextNode): ids from node.id_, text from the node, the wrapper's score
     assert sparse["rag.retrieval.chunk_ids"] == ["guide-proxy", "guide-config"]
-    assert sparse["rag.retrieval.scores"] == [7.1, 5.4]
+    assert [d["score"] for d in json.loads(sparse["gen_ai.retrieval.documents"])] == [7.1, 5.4]
     assert sparse["retrieval.documents.0.document.content"].startswith("Behind a proxy")
     assembled = stage(trace, "assemble")["attributes"]
     assert assembled["rag.context.chunk_ids"] == ["guide-config", "guide-install", "guide-proxy"]

@@ -84,8 +84,8 @@ def test_stage_attributes(spans):
     assert attrs[names.GEN_AI_RETRIEVAL_TOP_K] == 4 and isinstance(attrs[names.GEN_AI_RETRIEVAL_TOP_K], int)
     assert attrs[names.GEN_AI_RETRIEVAL_QUERY_TEXT] == "What is BM25?"
     assert list(attrs[names.RAG_RETRIEVAL_CHUNK_IDS]) == ["d1", "d2", "d3", "d4"]
-    assert list(attrs[names.RAG_RETRIEVAL_SCORES]) == [0.91, 0.83, 0.52, 0.41]
-    assert list(attrs[names.RAG_RETRIEVAL_RANKS]) == [1, 2, 3, 4]
+    # scores once, in gen_ai.retrieval.documents (below); ranks 1..n are the readers' default
+    assert names.RAG_RETRIEVAL_SCORES not in attrs and names.RAG_RETRIEVAL_RANKS not in attrs
     assert attrs[names.RAG_RETRIEVAL_RESULT_COUNT] == 4
     assert attrs[names.RAG_RETRIEVAL_TOP_SCORE] == 0.91
     assert json.loads(attrs[names.GEN_AI_RETRIEVAL_DOCUMENTS]) == [
@@ -94,7 +94,8 @@ def test_stage_attributes(spans):
         {"id": "d3", "score": 0.52},
         {"id": "d4", "score": 0.41},
     ]
-    assert attrs["retrieval.documents.0.document.id"] == "d1"
+    # ids and scores once: Phoenix fills retrieval.documents.{i}.document.id/score from the JSON above
+    assert "retrieval.documents.0.document.id" not in attrs and "retrieval.documents.0.document.score" not in attrs
     assert attrs["retrieval.documents.3.document.content"] == DOCS[3]["content"]
 
     rerank = spans.one("rerank")
@@ -290,8 +291,9 @@ def test_nan_scores_and_odd_items_do_not_fake_scores(spans):
             r.record([{"id": "x", "score": float("nan"), "content": "x"}, None, 42.0, {"id": "y", "score": "0.4"}])
     attrs = spans.one("retrieve").attributes
     assert list(attrs[names.RAG_RETRIEVAL_CHUNK_IDS]) == ["x", "y"]  # a bare number is not a document
-    scores = list(attrs[names.RAG_RETRIEVAL_SCORES])
-    assert math.isnan(scores[0]) and scores[1] == 0.4
+    assert json.loads(attrs[names.GEN_AI_RETRIEVAL_DOCUMENTS]) == [{"id": "x", "score": None}, {"id": "y", "score": 0.4}]
+    # a missing score: Phoenix can't derive the OpenInference documents, so they carry id and score
+    assert attrs["retrieval.documents.0.document.id"] == "x" and "retrieval.documents.0.document.score" not in attrs
     assert attrs[names.RAG_UNREADABLE_ITEMS] == 2
     assert names.RAG_RETRIEVAL_TOP_SCORE not in attrs  # the top-ranked chunk has no score
     assert run.metrics["retrieved"] == 2

@@ -153,3 +153,46 @@ def test_the_roots_figures_are_the_answers_when_nothing_changed_since(spans, mon
         with ragtrace.retrieve(QUERY) as r:
             r.record(DOCS[2:])
     assert len(calls) == 2 and run.metrics[names.METRIC_RETRIEVED] == 4
+
+
+def test_ids_scores_ranks_and_names_go_out_once(spans):
+    """Document ids and scores: gen_ai.retrieval.documents (Phoenix fills OpenInference's keys from
+    it), the reranker's documents; ranks 1..n and all-false truncation flags are not written; model
+    and provider names are the gen_ai ones (Phoenix derives llm.model_name / embedding.model_name)."""
+    ragtrace.configure(tracer_provider=spans.provider)
+    with ragtrace.rag_pipeline("once", query=QUERY):
+        with ragtrace.embed(model="e", provider="p") as e:
+            e.record([0.1, 0.2])
+        with ragtrace.retrieve(QUERY, data_source="kb") as r:
+            r.record(DOCS)
+        with ragtrace.rerank(model="m", top_n=2) as rr:
+            rr.record([DOCS[2], DOCS[0]])
+        with ragtrace.assemble() as ctx:
+            ctx.add(rr.chunks)
+            prompt = ctx.render(question=QUERY)
+        with ragtrace.generate(model="g", provider="p", prompt=prompt) as g:
+            g.record(ANSWER)
+    retrieve, rerank = spans.one("retrieve").attributes, spans.one("rerank").attributes
+    assert json.loads(retrieve[names.GEN_AI_RETRIEVAL_DOCUMENTS]) == [{"id": d["id"], "score": d["score"]} for d in DOCS]
+    assert not [k for k in retrieve if k.endswith((".document.id", ".document.score"))]
+    assert names.RAG_RETRIEVAL_SCORES not in retrieve and names.RAG_RETRIEVAL_RANKS not in retrieve
+    assert [rerank[f"reranker.input_documents.{i}.document.id"] for i in range(4)] == [d["id"] for d in DOCS]
+    assert names.RAG_RERANK_INPUT_IDS not in rerank and names.RAG_RERANK_OUTPUT_SCORES not in rerank
+    assert list(rerank[names.RAG_RERANK_OUTPUT_IDS]) == ["d2", "d0"]  # the Phoenix annotations read it
+    assemble = spans.one("assemble").attributes
+    assert names.RAG_CONTEXT_TRUNCATED not in assemble and assemble[names.RAG_CONTEXT_TRUNCATED_COUNT] == 0
+    assert "embedding.model_name" not in spans.one("embed").attributes
+    generate = spans.one("generate").attributes
+    assert "llm.model_name" not in generate and "llm.provider" not in generate and generate[names.GEN_AI_REQUEST_MODEL] == "g"
+
+
+def test_with_openinference_off_the_rag_arrays_keep_what_no_document_list_carries(spans):
+    ragtrace.configure(tracer_provider=spans.provider, openinference=False)
+    with ragtrace.rag_pipeline("once", query=QUERY):
+        with ragtrace.retrieve(QUERY) as r:
+            r.record(DOCS)
+        with ragtrace.rerank(model="m") as rr:
+            rr.record([DOCS[2], DOCS[0]])
+    rerank = spans.one("rerank").attributes
+    assert list(rerank[names.RAG_RERANK_INPUT_IDS]) == [d["id"] for d in DOCS]
+    assert list(rerank[names.RAG_RERANK_OUTPUT_SCORES]) == [DOCS[2]["score"], DOCS[0]["score"]]

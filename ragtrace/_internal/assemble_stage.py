@@ -225,7 +225,8 @@ class Assemble(Stage):
             names.RAG_CONTEXT_CHAR_STARTS: [p.start for p in placements],
             names.RAG_CONTEXT_CHAR_ENDS: [p.end for p in placements],
             names.RAG_CONTEXT_CHUNK_TOKENS: [p.tokens for p in placements],
-            names.RAG_CONTEXT_TRUNCATED: [p.truncated for p in placements],
+            # the flags only when some chunk was cut: the count says none otherwise
+            names.RAG_CONTEXT_TRUNCATED: [p.truncated for p in placements] if record.truncated_count else None,
             names.RAG_CONTEXT_TRUNCATED_COUNT: record.truncated_count,
             names.RAG_CONTEXT_TOTAL_TOKENS: record.total_tokens,
             names.RAG_CONTEXT_MAX_TOKENS: record.max_tokens,

@@ -71,9 +71,7 @@ class Generate(Stage):
             names.GEN_AI_REQUEST_MAX_TOKENS: int_or_none(self.max_tokens, "max_tokens"),
             names.RAG_GENERATION_ROLE: str(self.role),
         }
-        if self.config.openinference:
-            attributes[names.OI_LLM_MODEL_NAME] = self.model
-            attributes[names.OI_LLM_PROVIDER] = self.provider
+        # Phoenix derives llm.model_name and llm.provider from gen_ai.request.model / provider.name
         return attributes
 
     @property

@@ -26,10 +26,8 @@ class Embed(Stage):
         self.model, self.provider = model, provider
 
     def start_attributes(self) -> dict[str, Any]:
-        attributes = {names.GEN_AI_PROVIDER_NAME: self.provider, names.GEN_AI_REQUEST_MODEL: self.model}
-        if self.config.openinference:
-            attributes[names.OI_EMBEDDING_MODEL_NAME] = self.model
-        return attributes
+        # Phoenix derives embedding.model_name from gen_ai.request.model on an embeddings span
+        return {names.GEN_AI_PROVIDER_NAME: self.provider, names.GEN_AI_REQUEST_MODEL: self.model}
 
     def record(
         self,
@@ -172,11 +170,17 @@ class Retrieve(_Results):
         if attrs is None or not attrs.recording:
             return
         ids = [c.id for c in chunks]
+        ranks = [c.rank for c in chunks]
+        # the documents' ids and scores, once: gen_ai.retrieval.documents (every mode), from which
+        # Phoenix also fills OpenInference's retrieval.documents.{i}.document.id/score
+        whole = attrs.json_list(names.GEN_AI_RETRIEVAL_DOCUMENTS, [{"id": c.id, "score": c.score} for c in chunks])
         attrs.set_many(
             {
                 names.RAG_RETRIEVAL_CHUNK_IDS: ids,
-                names.RAG_RETRIEVAL_SCORES: [finite_or_nan(c.score) for c in chunks],
-                names.RAG_RETRIEVAL_RANKS: [c.rank for c in chunks],
+                # cut from the JSON above by the length limit: the scores stay readable here
+                names.RAG_RETRIEVAL_SCORES: None if whole else [finite_or_nan(c.score) for c in chunks],
+                # ranks other than 1..n only (a reader takes 1..n when absent)
+                names.RAG_RETRIEVAL_RANKS: None if ranks == list(range(1, len(ranks) + 1)) else ranks,
                 names.RAG_RETRIEVAL_RESULT_COUNT: len(chunks),
                 names.RAG_RETRIEVAL_TOP_SCORE: chunks[0].score if chunks else None,
                 names.RAG_UNREADABLE_ITEMS: unreadable or None,
@@ -187,9 +191,10 @@ class Retrieve(_Results):
             attrs.set(names.RAG_RETRIEVAL_CHUNK_TOKENS, tokens)
         if self.config.content.hashes:
             attrs.set(names.RAG_RETRIEVAL_CONTENT_HASHES, [c.content_hash or "" for c in chunks])
-        attrs.json_list(names.GEN_AI_RETRIEVAL_DOCUMENTS, [{"id": c.id, "score": c.score} for c in chunks])
         if self.config.openinference:
-            shown = _oi_documents(self, names.OI_RETRIEVAL_DOCUMENTS, chunks)
+            # Phoenix derives the ids and scores from the JSON when it holds every one of them
+            derived = whole and all(c.id and c.score is not None for c in chunks)
+            shown = _oi_documents(self, names.OI_RETRIEVAL_DOCUMENTS, chunks, ids_derived=derived)
             if self.state is not None:
                 self.state.shown.update(shown)
 
@@ -198,12 +203,16 @@ def _with_id(chunk: Chunk, chunk_id: str) -> Chunk:
     return Chunk(chunk_id, chunk.rank, chunk.score, chunk.content, chunk.metadata, chunk.tokens, chunk.content_hash)
 
 
-def _oi_documents(stage: Stage, prefix: str, chunks: Sequence[Chunk], shown: dict[str, str | None] | None = None) -> dict[str, str | None]:
+def _oi_documents(
+    stage: Stage, prefix: str, chunks: Sequence[Chunk], shown: dict[str, str | None] | None = None, *, ids_derived: bool = False
+) -> dict[str, str | None]:
     """OpenInference's flattened document list, capped so the attribute limit is not exhausted.
 
     A chunk whose text (or its placeholder) a retrieve span of the trace already carries, as
     ``shown`` records (id -> content hash), gets no text here: a reranker's outputs are retrieved
-    chunks, and their text is written once. Returns the chunks whose text this list carries.
+    chunks, and their text is written once. ``ids_derived``: the reader derives each document's id
+    and score from ``gen_ai.retrieval.documents``, so only the text goes here. Returns the chunks
+    whose text this list carries.
     """
     assert stage.attrs is not None
     allowed, limit = stage.config.content.text, stage.config.max_content_chars
@@ -212,8 +221,9 @@ def _oi_documents(stage: Stage, prefix: str, chunks: Sequence[Chunk], shown: dic
     carried: dict[str, str | None] = {}
     for index, chunk in enumerate(chunks[: stage.config.max_documents]):
         id_key, score_key, content_key = names.document_keys(prefix, index)
-        values[id_key] = chunk.id
-        values[score_key] = chunk.score
+        if not ids_derived:
+            values[id_key] = chunk.id
+            values[score_key] = chunk.score
         if chunk.content is None or (shown is not None and chunk.id in shown and shown[chunk.id] == chunk.content_hash):
             continue
         content = allowed(chunk.content)
@@ -289,13 +299,16 @@ class Rerank(_Results):
         attrs = self.attrs
         if attrs is None or not attrs.recording:
             return
+        # the input ids and output scores once: in OpenInference's reranker documents when those
+        # hold them all, else here (rag.rerank.output_ids stays: the Phoenix annotations read it)
+        in_documents = self.config.openinference and max(len(inputs), len(outputs)) <= self.config.max_documents
         attrs.set_many(
             {
                 names.RAG_RERANK_INPUT_COUNT: len(inputs),
                 names.RAG_RERANK_OUTPUT_COUNT: len(outputs),
-                names.RAG_RERANK_INPUT_IDS: [c.id for c in inputs],
+                names.RAG_RERANK_INPUT_IDS: None if in_documents else [c.id for c in inputs],
                 names.RAG_RERANK_OUTPUT_IDS: [c.id for c in outputs],
-                names.RAG_RERANK_OUTPUT_SCORES: [finite_or_nan(c.score) for c in outputs],
+                names.RAG_RERANK_OUTPUT_SCORES: None if in_documents else [finite_or_nan(c.score) for c in outputs],
                 names.RAG_UNREADABLE_ITEMS: unreadable or None,
             }
         )

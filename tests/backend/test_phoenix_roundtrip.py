@@ -265,8 +265,11 @@ def test_full_pipeline_as_phoenix_sees_it(export: Export) -> None:
         f"retrieval.documents.{i}.document.{f}" for i in range(4) for f in ("id", "score", "content")
     }
     assert a["rag.retrieval.chunk_ids"] == ["d1", "d2", "d3", "d4"]
-    assert a["rag.retrieval.scores"] == [0.91, 0.83, 0.52, 0.41]
-    assert a["rag.retrieval.ranks"] == [1, 2, 3, 4]
+    # ids and scores went out once, as gen_ai.retrieval.documents: Phoenix filled the documents'
+    # id/score above from it; ranks 1..n and scores are not repeated in rag.retrieval.*
+    sdk_retrieve = next(s for s in export.sdk_spans() if s.attributes.get("rag.stage") == "retrieve")
+    assert not [k for k in sdk_retrieve.attributes if k.endswith((".document.id", ".document.score"))]
+    assert "rag.retrieval.scores" not in a and "rag.retrieval.ranks" not in a
     assert a["gen_ai.retrieval.top_k"] == 4 and type(a["gen_ai.retrieval.top_k"]) is int
     assert a["gen_ai.data_source.id"] == "product-docs"
     assert json.loads(a["gen_ai.retrieval.documents"]) == [{"id": d["id"], "score": d["score"]} for d in DOCS]
@@ -384,13 +387,13 @@ def test_document_cap_and_what_phoenix_fills_in(export: Export) -> None:
     run = run_pipeline()
     by_stage = assert_structure(export.read_trace(run, set(SPAN_NAMES.values())), run)
 
-    # ragtrace emitted OpenInference keys for the first two documents only...
+    # ragtrace emitted OpenInference text for the first two documents only...
     sdk_retrieve = next(s for s in export.sdk_spans() if s.attributes.get("rag.stage") == "retrieve")
     assert keys_under(dict(sdk_retrieve.attributes), "retrieval.documents.") == {
-        f"retrieval.documents.{i}.document.{f}" for i in range(2) for f in ("id", "score", "content")
+        f"retrieval.documents.{i}.document.content" for i in range(2)
     }
-    # ...plus every id and score in gen_ai.retrieval.documents, from which Phoenix fills in the rest
-    # (without text), keeping rank order.
+    # ...and every id and score once, in gen_ai.retrieval.documents, from which Phoenix fills in
+    # every document's id and score (the rest without text), keeping rank order.
     a = by_stage["retrieve"]["attributes"]
     assert [a[f"retrieval.documents.{i}.document.id"] for i in range(4)] == ["d1", "d2", "d3", "d4"]
     assert [a[f"retrieval.documents.{i}.document.score"] for i in range(4)] == [0.91, 0.83, 0.52, 0.41]
@@ -401,8 +404,10 @@ def test_document_cap_and_what_phoenix_fills_in(export: Export) -> None:
     assert {k.split(".")[2] for k in keys_under(rr, "reranker.input_documents.")} == {"0", "1"}
     assert {k.split(".")[2] for k in keys_under(rr, "reranker.output_documents.")} == {"0", "1"}
     assert export.graphql_span(by_stage["rerank"])["numDocuments"] == 2
-    # The ragtrace arrays are never capped, and the figures are unaffected.
+    # The ragtrace arrays are never capped (the reranker's candidates beyond the cap are in
+    # rag.rerank.input_ids), and the figures are unaffected.
     assert a["rag.retrieval.chunk_ids"] == ["d1", "d2", "d3", "d4"]
+    assert rr["rag.rerank.input_ids"] == ["d1", "d2", "d3", "d4"]
     assert_figures_on_root(by_stage["pipeline"], run)
 
 

@@ -87,7 +87,7 @@ def test_lcel_chain_gets_a_root_stage_spans_and_figures(spans, store):
     root = spans.one("pipeline")
     assert root.attributes["rag.query.hash"]
     retrieved = spans.one("retrieve").attributes
-    assert list(retrieved["rag.retrieval.chunk_ids"]) == ids and list(retrieved["rag.retrieval.ranks"]) == [1, 2, 3]
+    assert list(retrieved["rag.retrieval.chunk_ids"]) == ids and "rag.retrieval.ranks" not in retrieved  # 1..3
     assembled = spans.one("assemble").attributes
     assert assembled["rag.context.inclusion_method"] == "located"
     assert list(assembled["rag.context.chunk_ids"]) == ids and list(assembled["rag.context.positions"]) == [1, 2, 3]

@@ -72,7 +72,8 @@ def test_a_postprocessor_is_a_rerank_span_and_only_its_nodes_are_assembled(llama
     response = index().as_query_engine(llm=llm, similarity_top_k=2, node_postprocessors=[KeepFirst()]).query(QUESTION)
     retrieved = llama_index_on.one("retrieve").attributes["rag.retrieval.chunk_ids"]
     rerank = llama_index_on.one("rerank").attributes
-    assert (list(rerank["rag.rerank.input_ids"]), list(rerank["rag.rerank.output_ids"])) == (list(retrieved), [retrieved[0]])
+    inputs = [rerank[f"reranker.input_documents.{i}.document.id"] for i in range(2)]
+    assert (inputs, list(rerank["rag.rerank.output_ids"])) == (list(retrieved), [retrieved[0]])
     assembled = llama_index_on.one("assemble").attributes
     assert list(assembled["rag.context.chunk_ids"]) == [retrieved[0]] == [n.node_id for n in response.source_nodes]
     assert dict(zip(assembled["rag.context.dropped_ids"], assembled["rag.context.dropped_reasons"])) == {retrieved[1]: "reranked_out"}

@@ -63,8 +63,9 @@ def check_trace(spans, *, stream: bool = False) -> None:
     assert retrieved.attributes["gen_ai.data_source.id"] == "vs_kb"
     assert retrieved.attributes["gen_ai.retrieval.query.text"] == QUESTION
     assert list(retrieved.attributes["rag.retrieval.chunk_ids"]) == IDS
-    assert list(retrieved.attributes["rag.retrieval.scores"]) == [0.91, 0.74, 0.52]
-    assert list(retrieved.attributes["rag.retrieval.ranks"]) == [1, 2, 3]
+    documents = json.loads(retrieved.attributes["gen_ai.retrieval.documents"])  # ids and scores once (issue 17)
+    assert [(d["id"], d["score"]) for d in documents] == list(zip(IDS, [0.91, 0.74, 0.52]))
+    assert "rag.retrieval.ranks" not in retrieved.attributes  # 1..3
     assert retrieved.attributes["retrieval.documents.1.document.content"] == VECTOR_STORE[1][3]
     assert assembled.attributes["rag.context.inclusion_method"] == "located"
     assert list(assembled.attributes["rag.context.chunk_ids"]) == IDS[:2]
