@@ -117,10 +117,11 @@ def closed_with(stage: Stage, error: BaseException) -> None:
     stage.close(error)
 
 
-def call_wrappers(open_: Callable[[tuple[Any, ...], dict[str, Any]], Stage], record: Callable[[Stage, dict[str, Any], Any], None]) -> tuple[Any, Any]:
+def call_wrappers(open_: Callable[[tuple[Any, ...], dict[str, Any]], Stage | None], record: Callable[[Any, dict[str, Any], Any], Any]) -> tuple[Any, Any]:
     """wrapt wrappers (sync, async) for an SDK method whose call is one stage: ``open_`` starts it
-    from the call's arguments, ``record`` reads the result the app gets (untouched) and ends it.
-    ragtrace's own failures are logged once and the call goes on untraced."""
+    from the call's arguments (None: another span covers the call), ``record`` reads the result
+    (untouched) and returns what the app gets: the result itself, or a proxy that records a stream
+    as the app reads it. ragtrace's own failures are logged once and the call goes on untraced."""
 
     def sync(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         stage = call_guarded("openai instrumentation", open_, args, kwargs)
@@ -131,8 +132,7 @@ def call_wrappers(open_: Callable[[tuple[Any, ...], dict[str, Any]], Stage], rec
         except BaseException as error:
             call_guarded("openai instrumentation", closed_with, stage, error)
             raise
-        call_guarded("openai instrumentation", record, stage, kwargs, result)
-        return result
+        return call_guarded("openai instrumentation", record, stage, kwargs, result, default=result)
 
     async def asynchronous(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         stage = call_guarded("openai instrumentation", open_, args, kwargs)
@@ -143,7 +143,6 @@ def call_wrappers(open_: Callable[[tuple[Any, ...], dict[str, Any]], Stage], rec
         except BaseException as error:
             call_guarded("openai instrumentation", closed_with, stage, error)
             raise
-        call_guarded("openai instrumentation", record, stage, kwargs, result)
-        return result
+        return call_guarded("openai instrumentation", record, stage, kwargs, result, default=result)
 
     return sync, asynchronous

@@ -25,10 +25,10 @@ import wrapt
 from opentelemetry import trace
 
 from ..generation import Generate
-from ..guard import call_guarded, guard, warn_once
+from ..guard import guard, warn_once
 from ..passthrough import record_as_consumed
 from . import openai_embeddings, openai_vector_stores
-from ._common import inside_generation, unwrap
+from ._common import call_wrappers, inside_generation, unwrap
 from .base import RagtraceInstrumentor
 
 _PROVIDER = "openai"
@@ -46,10 +46,11 @@ class OpenAIInstrumentor(RagtraceInstrumentor):
         for module, sync, asynchronous, prompt in _APIS:
             found = importlib.import_module(module)
             for method in _METHODS:  # ``parse`` posts its request itself; older SDKs have none
+                sync_wrapper, async_wrapper = _wrappers(provider, prompt)
                 if hasattr(getattr(found, sync), method):
-                    wrapt.wrap_function_wrapper(module, f"{sync}.{method}", _sync_wrapper(provider, prompt))
+                    wrapt.wrap_function_wrapper(module, f"{sync}.{method}", sync_wrapper)
                 if hasattr(getattr(found, asynchronous), method):
-                    wrapt.wrap_function_wrapper(module, f"{asynchronous}.{method}", _async_wrapper(provider, prompt))
+                    wrapt.wrap_function_wrapper(module, f"{asynchronous}.{method}", async_wrapper)
         openai_vector_stores.instrument(provider)  # the SDK's retriever: it opens the automatic root
         openai_embeddings.instrument(provider)
 
@@ -66,6 +67,14 @@ class OpenAIInstrumentor(RagtraceInstrumentor):
 
 
 # --- one call -----------------------------------------------------------------------------------
+def _wrappers(provider: trace.TracerProvider | None, prompt: Any) -> tuple[Any, Any]:
+    """The (sync, async) wrappers of one API's ``create``/``parse``: a generate span per call."""
+    return call_wrappers(
+        lambda args, kwargs: _open(kwargs, provider, prompt),
+        lambda stage, kwargs, result: _returned(stage, result, bool(kwargs.get("stream"))),
+    )
+
+
 def _open(kwargs: Mapping[str, Any], provider: trace.TracerProvider | None, prompt: Any) -> Generate | None:
     """A started generate span for this call, or None when another one already covers it."""
     if inside_generation():
@@ -143,38 +152,3 @@ def _streamed(stage: Generate, chunks: list[Any] | None, error: BaseException | 
     with guard("openai stream"):
         stage.stream_done(chunks or ())
         stage.close(error)
-
-
-def _failed(stage: Generate, error: BaseException) -> None:
-    stage.detach()
-    stage.close(error)
-
-
-def _sync_wrapper(provider: trace.TracerProvider | None, prompt: Any) -> Any:
-    def create(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        stage = call_guarded("openai instrumentation", _open, kwargs, provider, prompt)
-        if stage is None:
-            return wrapped(*args, **kwargs)
-        try:
-            result = wrapped(*args, **kwargs)
-        except BaseException as error:
-            call_guarded("openai instrumentation", _failed, stage, error)
-            raise
-        return call_guarded("openai instrumentation", _returned, stage, result, bool(kwargs.get("stream")), default=result)
-
-    return create
-
-
-def _async_wrapper(provider: trace.TracerProvider | None, prompt: Any) -> Any:
-    async def create(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        stage = call_guarded("openai instrumentation", _open, kwargs, provider, prompt)
-        if stage is None:
-            return await wrapped(*args, **kwargs)
-        try:
-            result = await wrapped(*args, **kwargs)
-        except BaseException as error:
-            call_guarded("openai instrumentation", _failed, stage, error)
-            raise
-        return call_guarded("openai instrumentation", _returned, stage, result, bool(kwargs.get("stream")), default=result)
-
-    return create

@@ -45,7 +45,7 @@ def _open(kwargs: Mapping[str, Any], provider: trace.TracerProvider | None) -> E
     return stage
 
 
-def _record(stage: Embed, kwargs: Mapping[str, Any], response: Any) -> None:
+def _record(stage: Embed, kwargs: Mapping[str, Any], response: Any) -> Any:
     stage.detach()
     data = getattr(response, "data", None)
     if isinstance(data, list):
@@ -61,3 +61,4 @@ def _record(stage: Embed, kwargs: Mapping[str, Any], response: Any) -> None:
     else:  # with_raw_response: an HTTP response, not read here
         warn_once("openai-raw-embeddings", "an embeddings.create call returned %s, not embeddings: not recorded", type(response).__name__)
     stage.close()
+    return response

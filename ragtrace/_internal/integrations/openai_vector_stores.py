@@ -84,9 +84,9 @@ def _started(stage: Retrieve) -> Retrieve:
     return stage
 
 
-def _record(stage: Retrieve, kwargs: Mapping[str, Any], page: Any) -> None:
+def _record(stage: Retrieve, kwargs: Mapping[str, Any], page: Any) -> Any:
     """The page's results, read from its ``data`` list (what iterating the page yields: the
-    search endpoint has one page), and the span ended."""
+    search endpoint has one page), and the span ended; the page goes to the app as it came."""
     stage.detach()
     data = getattr(page, "data", None)
     if isinstance(data, list):
@@ -94,6 +94,7 @@ def _record(stage: Retrieve, kwargs: Mapping[str, Any], page: Any) -> None:
     else:  # with_raw_response / with_streaming_response: an HTTP response, not read here
         warn_once("openai-raw-search", "a vector_stores.search call returned %s, not a page: its results are not recorded", type(page).__name__)
     stage.close()
+    return page
 
 
 def _chunk(result: Any) -> dict[str, Any]:
