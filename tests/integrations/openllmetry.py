@@ -53,7 +53,7 @@ def ragtraces(spans) -> dict[str, dict]:
     }
 
 
-def strip_wrappers(modules: str, wrappers: str) -> None:
+def strip_wrappers(modules: str | tuple[str, ...], wrappers: str) -> None:
     """OpenLLMetry 0.62.4's ``uninstrument()`` leaves its wrappers on (it hands OpenTelemetry's
     ``unwrap`` "Completions.create" as one attribute name, which it never finds): take the ones
     from ``wrappers`` (a module prefix) off every class of the ``modules`` loaded, so that later
@@ -94,7 +94,7 @@ def openai_both_on(spans, order: str):
 def langchain_both_on(spans, order: str):
     from opentelemetry.instrumentation.langchain import LangchainInstrumentor as OpenLLMetryLangChain
 
-    leftovers = partial(strip_wrappers, "langchain_core.callbacks", OPENLLMETRY_LANGCHAIN)
+    leftovers = partial(strip_wrappers, ("langchain_core.callbacks", "langchain_openai"), OPENLLMETRY_LANGCHAIN)
     return both_on(spans, order, "langchain", OpenLLMetryLangChain(), leftovers)
 
 

@@ -148,3 +148,25 @@ def test_openai_responses_and_parse_beside_openllmetry(spans, chat_server, order
     assert (got["retrieved"], got["in_context"], got["cited"]) == (3, 2, 1)
     assert math.isclose(got["recall_proxy"], 1 / 3) and got["context_utilization"] == 0.5
     assert len({s.context.trace_id for s in spans.all()}) == 1
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_openai_embeddings_beside_openllmetry(spans, chat_server, order):
+    """``embeddings.create``, which both wrap: the same vectors, one embed span of ragtrace's, and
+    uninstrumenting ragtrace leaves OpenLLMetry's wrapper alone."""
+    url, _ = chat_server
+
+    def embed() -> list[float]:
+        return client(url).embeddings.create(model="text-embedding-3-small", input=QUESTION).data[0].embedding
+
+    alone = embed()
+    embeddings = openai.resources.embeddings.Embeddings
+    with openai_both_on(spans, order):
+        assert embed() == alone
+        (embedded,) = spans.by_stage("embed")
+        assert (embedded.attributes["gen_ai.embeddings.dimension.count"], embedded.attributes["gen_ai.usage.input_tokens"]) == (4, 7)
+        (theirs,) = [s for s in spans.all() if s.instrumentation_scope.name.startswith(OPENLLMETRY_OPENAI)]
+        inner, outer = (embedded, theirs) if order == "ragtrace-first" else (theirs, embedded)  # the last one on is outermost
+        assert parent_of(spans, inner) is outer and outer.parent is None
+        ragtrace.uninstrument("openai")
+        assert [m.split(".")[0] for m in wrapper_modules(vars(embeddings)["create"])] == ["opentelemetry"]
