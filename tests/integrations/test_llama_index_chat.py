@@ -4,6 +4,7 @@ pipeline per turn) with the real llama-index-core, turned on by one line."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 import pytest
@@ -12,6 +13,8 @@ from opentelemetry.trace import StatusCode
 
 import ragtrace
 from ragtrace._internal.integrations.llama_index import LlamaIndexInstrumentor
+
+pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")  # an engine thread's error is asserted where expected
 
 
 def test_a_condense_plus_context_chat_is_one_pipeline_per_turn_and_the_condense_call_is_no_answer(llama_index_on):
@@ -26,21 +29,25 @@ def test_a_condense_plus_context_chat_is_one_pipeline_per_turn_and_the_condense_
     llama_index_on.clear()
     llm.prompts.clear()
     second = engine.chat("And for store credit?")
-    retrieved = [n.node_id for n in second.source_nodes]
+    check_condensed_turn(llama_index_on, llm, "CondensePlusContextChatEngine", [n.node_id for n in second.source_nodes])
 
-    root = llama_index_on.one("pipeline")
-    assert root.name == "invoke_workflow CondensePlusContextChatEngine"
-    assert {s.context.trace_id for s in llama_index_on.all()} == {root.context.trace_id}
-    condense, answer = sorted(llama_index_on.by_stage("generate"), key=lambda s: s.start_time)
+
+def check_condensed_turn(spans, llm, engine: str, retrieved: list[str]) -> None:
+    """A second turn that condensed the history first: one pipeline over all its spans, the condense
+    call a ``rewrite`` (no citations, out of the figures), the answer declared from the retrieved
+    nodes; figures hand-computed (2 retrieved, both in the context, the answer cites the first)."""
+    root = spans.one("pipeline")
+    assert root.name == f"invoke_workflow {engine}"
+    assert {s.context.trace_id for s in spans.all()} == {root.context.trace_id}
+    condense, answer = sorted(spans.by_stage("generate"), key=lambda s: s.start_time)
     assert (condense.attributes["rag.generation.role"], answer.attributes["rag.generation.role"]) == ("rewrite", "answer")
     assert len(llm.prompts) == 2 and "And for store credit?" in llm.prompts[0]
-    assert list(llama_index_on.one("retrieve").attributes["rag.retrieval.chunk_ids"]) == retrieved
-    assembled = llama_index_on.one("assemble").attributes
-    assert assembled["rag.context.inclusion_method"] == "declared"
-    assert list(assembled["rag.context.chunk_ids"]) == retrieved
-    assert list(answer.attributes["rag.citation.ids"]) == [retrieved[0]]
     assert "rag.citation.ids" not in condense.attributes
-    got = metrics(root)  # 2 retrieved, both in the context, the answer cites the first
+    assert list(spans.one("retrieve").attributes["rag.retrieval.chunk_ids"]) == retrieved
+    assembled = spans.one("assemble").attributes
+    assert (assembled["rag.context.inclusion_method"], list(assembled["rag.context.chunk_ids"])) == ("declared", retrieved)
+    assert list(answer.attributes["rag.citation.ids"]) == [retrieved[0]]
+    got = metrics(root)
     assert (got["retrieved"], got["in_context"], got["cited"]) == (2, 2, 1)
     assert (got["recall_proxy"], got["context_precision"], got["context_utilization"]) == (0.5, 1.0, 0.5)
 
@@ -153,11 +160,19 @@ def test_a_stream_chat_in_redact_mode_exports_no_text(spans, mode):
     assert metrics(spans.by_stage("pipeline")[-1])["cited"] == 1
 
 
-def test_a_stream_chat_whose_model_fails_mid_stream_passes_the_error_and_ends_the_root(llama_index_on):
+def test_a_stream_chat_whose_model_fails_mid_stream_passes_the_error_and_ends_the_root(llama_index_on, monkeypatch):
+    """llama-index's writer thread hands the model's error to the response and then re-raises it
+    (``StreamingAgentChatResponse.write_response_to_history``), so that thread ends with the error
+    whether ragtrace is on or not: the framework's behaviour, caught here and asserted."""
+    thread_errors: list[Any] = []
+    monkeypatch.setattr(threading, "excepthook", thread_errors.append)
     engine = index().as_chat_engine(chat_mode="context", llm=BreakingLLM(prompts=[]), similarity_top_k=2)
     reply = engine.stream_chat(QUESTION)
+    writer = reply.write_response_to_history_thread
     with pytest.raises(ConnectionError, match="the stream broke"):  # the engine hands the writer's error to the app
         list(reply.response_gen)
+    writer.join(5)
+    assert [(type(e.exc_value), e.thread) for e in thread_errors] == [(ConnectionError, writer)]
     for stage in ("generate", "pipeline"):
         assert llama_index_on.one(stage).status.status_code is StatusCode.ERROR, stage
     tracker = LlamaIndexInstrumentor()._handlers[0]._tracker
@@ -199,22 +214,7 @@ def test_a_condense_question_turn_is_one_pipeline_whose_condense_call_is_a_rewri
     assert text.strip() == str(second).strip() and text.strip().startswith("It takes 5 business days [")
     (query_output,) = second.sources
     nodes = query_output.raw_output.source_nodes
-    retrieved = [n.node_id for n in nodes]
-
-    root = llama_index_on.one("pipeline")
-    assert root.name == "invoke_workflow CondenseQuestionChatEngine"
-    assert {s.context.trace_id for s in llama_index_on.all()} == {root.context.trace_id}
-    condense, answer = sorted(llama_index_on.by_stage("generate"), key=lambda s: s.start_time)
-    assert (condense.attributes["rag.generation.role"], answer.attributes["rag.generation.role"]) == ("rewrite", "answer")
-    assert len(llm.prompts) == 2 and "And for store credit?" in llm.prompts[0]
-    assert "rag.citation.ids" not in condense.attributes
-    assert list(llama_index_on.one("retrieve").attributes["rag.retrieval.chunk_ids"]) == retrieved
-    assembled = llama_index_on.one("assemble").attributes
-    assert (assembled["rag.context.inclusion_method"], list(assembled["rag.context.chunk_ids"])) == ("declared", retrieved)
-    assert list(answer.attributes["rag.citation.ids"]) == [retrieved[0]]
-    got = metrics(root)  # 2 retrieved, both in the context, the answer cites the first
-    assert (got["retrieved"], got["in_context"], got["cited"]) == (2, 2, 1)
-    assert (got["recall_proxy"], got["context_precision"], got["context_utilization"]) == (0.5, 1.0, 0.5)
+    check_condensed_turn(llama_index_on, llm, "CondenseQuestionChatEngine", [n.node_id for n in nodes])
     tracker = LlamaIndexInstrumentor()._handlers[0]._tracker
     assert (tracker.open, tracker.llm.calls, tracker.turns.turns, tracker.turns.writers) == ({}, {}, {}, {})
 
