@@ -6,7 +6,7 @@ manager LangChain configures picks it up, inheritable, in any thread or task), t
   → ``rerank`` of the inner one's documents;
 - the documents' way into the prompt → ``assemble``: *declared* where the stuff-documents chain
   renders each document (``format_document``, wrapped with wrapt: no callback sees one document's
-  text), *located* otherwise (an LCEL ``format_docs`` the app wrote);
+  text), *located* otherwise (an LCEL ``format_docs`` the app wrote): ``_langchain_assembly``;
 - chat models and LLMs → ``generate``, with LangChain's own messages and ``LLMResult``; a call made
   under a retriever or before any retrieval shapes the query (role ``rewrite``), the rest answer.
 An outermost chain outside a ``rag_pipeline`` opens one (the automatic root). Runs are linked by
@@ -18,29 +18,25 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections import OrderedDict
 from contextvars import ContextVar
 from typing import Any
 from uuid import UUID
 
-import wrapt
 from opentelemetry import trace
 
 from .. import names
-from ..assemble_stage import Assemble
 from ..generation import Generate
 from ..guard import guard, is_strict
 from ..retrieval import Rerank, Retrieve
+from . import _langchain_assembly
 from ._common import generated, generating
 from .base import RagtraceInstrumentor
-from .runs import Run, Runs, Scope, inside
+from .runs import Run, Runs
 
-_STUFF_MODULE = "langchain_classic.chains.combine_documents.stuff"
 _OPENINFERENCE_MODULE = "openinference.instrumentation.langchain"
 _ROOT_NAME = "langchain"
 _QUERY_KEYS = ("input", "question", "query")
 _ANSWER_KEYS = ("answer", "output", "result")
-_RENDERED_CAPACITY = 1024
 
 
 class LangChainInstrumentor(RagtraceInstrumentor):
@@ -52,12 +48,12 @@ class LangChainInstrumentor(RagtraceInstrumentor):
         handler = _registered_handler()
         handler.runs.tracer_provider = self.tracer_provider(kwargs)
         handler.enabled = True
-        _wrap_format_document()
+        _langchain_assembly.wrap_format_document(lambda: handler.enabled)
 
     def _uninstrument(self, **kwargs: Any) -> None:
         handler = _registered_handler()
         handler.enabled = False
-        _unwrap_format_document()
+        _langchain_assembly.unwrap_format_document()
 
 
 # --- the handler ----------------------------------------------------------------------------------
@@ -124,7 +120,7 @@ class _Handler:
                     if documents is not None:
                         run.data["documents"] = documents
                 if run is not None and isinstance(outputs, str) and "documents" in run.data:
-                    _formatted(run.scope, run.data["documents"], outputs)
+                    _langchain_assembly.formatted(run.scope, run.data["documents"], outputs)
         finally:  # a run always ends, even when recording it failed
             with guard("langchain chain end"):
                 self._end_chain(run_id, output=_answer(outputs))
@@ -139,7 +135,7 @@ class _Handler:
         past the run that made it."""
         run = self.runs.get(run_id)
         if run is not None and "documents" in run.data:
-            _discard_rendered(run.data["documents"])
+            _langchain_assembly.discard_rendered(run.data["documents"])
         self.runs.end(run_id, **ending)
 
     # -- retrievers -----------------------------------------------------------------------------
@@ -217,7 +213,7 @@ class _Handler:
         params = kw.get("invocation_params") or {}
         role = self._role(run, metadata)
         if role == names.ROLE_ANSWER:
-            _assemble(self.runs, run.scope, prompt)
+            _langchain_assembly.assemble(run.scope, prompt)
         model = metadata.get("ls_model_name") or params.get("model") or params.get("model_name") or kw.get("name")
         stage = self.runs.open(
             run,
@@ -289,93 +285,6 @@ def _retrieve_stage(run: Run) -> Retrieve:
     metadata = run.data.get("metadata") or {}
     source = metadata.get("ls_vector_store_provider") or run.data.get("name")
     return Retrieve(run.data.get("query"), data_source=source if isinstance(source, str) else None)
-
-
-# --- assembly -------------------------------------------------------------------------------------
-def _assemble(runs: Runs, scope: Scope, prompt: Any) -> None:
-    """Record how the documents retrieved last reached the prompt an answer model is about to see:
-    declared if each was rendered through ``format_document``, else located in the prompt."""
-    with scope.lock:
-        extra = scope.extra
-        if not extra.get("retrieved"):
-            return
-        state = scope.state
-        if state is not None and len(state.contexts) > extra.get("contexts_seen", 0):
-            return  # the app assembled this itself (ragtrace.assemble)
-        documents, formatted, started = extra.get("formatter_documents") or extra.get("documents"), extra.get("formatted"), extra.get("assemble_from")
-        extra.update(retrieved=False, formatted=None, formatter_documents=None, assemble_from=None)
-    stage = Assemble()
-    stage.start_time = started
-    with inside(scope):
-        stage.open()
-    try:
-        if formatted:
-            for document, text in formatted:
-                stage.place(document, text)
-            stage.set_prompt(prompt)
-        else:
-            stage.observe(documents, prompt)
-    finally:
-        stage.close()
-
-
-def _formatted(scope: Scope, documents: list[Any], output: str) -> None:
-    """A run turned documents into text: keep what ``format_document`` rendered for each of them."""
-    taken = [(document, _take_rendered(document)) for document in documents]  # take all: none stays behind
-    pieces: list[tuple[Any, str]] | None = [(document, text) for document, text in taken if text is not None and text in output]
-    if len(pieces) != len(documents):
-        pieces = None
-    with scope.lock:
-        scope.extra.update(formatted=pieces, formatter_documents=documents)
-
-
-_rendered: OrderedDict[int, tuple[Any, str]] = OrderedDict()
-_rendered_lock = threading.Lock()
-
-
-def _take_rendered(document: Any) -> str | None:
-    with _rendered_lock:
-        found = _rendered.pop(id(document), None)
-    return found[1] if found is not None and found[0] is document else None
-
-
-def _discard_rendered(documents: list[Any]) -> None:
-    with _rendered_lock:
-        for document in documents:
-            found = _rendered.get(id(document))
-            if found is not None and found[0] is document:
-                del _rendered[id(document)]
-
-
-def _record_format_document(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    text = wrapped(*args, **kwargs)
-    with guard("langchain format_document"):
-        if _handler is not None and _handler.enabled and args and isinstance(text, str):
-            with _rendered_lock:
-                _rendered[id(args[0])] = (args[0], text)
-                if len(_rendered) > _RENDERED_CAPACITY:
-                    _rendered.popitem(last=False)
-    return text
-
-
-def _wrap_format_document() -> None:
-    """Wrap the stuff chain's module global (its closures look it up at call time, so chains built
-    before instrumenting are covered). langchain-classic is optional: without it, nothing to wrap."""
-    try:
-        module = __import__(_STUFF_MODULE, fromlist=["format_document"])
-    except ImportError:
-        return
-    if not isinstance(module.format_document, wrapt.FunctionWrapper):
-        wrapt.wrap_function_wrapper(module, "format_document", _record_format_document)
-
-
-def _unwrap_format_document() -> None:
-    import sys
-
-    module = sys.modules.get(_STUFF_MODULE)
-    current = getattr(module, "format_document", None)
-    if isinstance(current, wrapt.FunctionWrapper):
-        module.format_document = current.__wrapped__  # type: ignore[union-attr]
 
 
 # --- shapes ---------------------------------------------------------------------------------------
