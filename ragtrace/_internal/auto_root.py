@@ -197,10 +197,7 @@ def _register(root: AutoRoot) -> None:
 
 def _end_stale() -> None:
     """End the roots whose context is gone and those idle too long (any context's)."""
-    while _collected:
-        pipeline = _collected.popleft()
-        if not pipeline.closed:
-            _close(pipeline, None, "collected")
+    _end_collected()
     with _lock:
         for key in [key for key, ref in _open.items() if ref() is None]:
             del _open[key]
@@ -216,6 +213,11 @@ def _end_all() -> None:
     for root in roots:
         if root is not None:
             root.end(abandoned="exit")
+    _end_collected()
+
+
+def _end_collected() -> None:
+    """End the pipelines of roots collected unended (their finalizers queued them)."""
     while _collected:
         pipeline = _collected.popleft()
         if not pipeline.closed:

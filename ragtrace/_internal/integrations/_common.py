@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from contextlib import suppress
 from contextvars import ContextVar, Token
-from typing import Any
+from typing import Any, TypeVar
 
 import wrapt
 from opentelemetry import context as otel_context
@@ -109,6 +109,16 @@ class Attached:
                 state_module.deactivate(self._state_token)
         with guard("context detach"):
             otel_context.detach(self._token)
+
+
+_S = TypeVar("_S", bound=Stage)
+
+
+def started(stage: _S) -> _S:
+    """``stage`` opened and made current for the SDK call it wraps."""
+    stage.open()
+    stage.attach()
+    return stage
 
 
 def closed_with(stage: Stage, error: BaseException) -> None:

@@ -28,7 +28,7 @@ from ..generation import Generate
 from ..guard import guard, warn_once
 from ..passthrough import record_as_consumed
 from . import openai_embeddings, openai_vector_stores
-from ._common import call_wrappers, inside_generation, unwrap
+from ._common import call_wrappers, inside_generation, started, unwrap
 from .base import RagtraceInstrumentor
 
 _PROVIDER = "openai"
@@ -81,17 +81,16 @@ def _open(kwargs: Mapping[str, Any], provider: trace.TracerProvider | None, prom
         return None
     kwargs = _given(kwargs)
     max_tokens = kwargs.get("max_completion_tokens", kwargs.get("max_tokens", kwargs.get("max_output_tokens")))
-    stage = Generate(
-        _text(kwargs.get("model")),
-        _PROVIDER,
-        prompt=prompt(kwargs),
-        temperature=kwargs.get("temperature"),
-        max_tokens=max_tokens,
-        tracer_provider=provider,
+    return started(
+        Generate(
+            _text(kwargs.get("model")),
+            _PROVIDER,
+            prompt=prompt(kwargs),
+            temperature=kwargs.get("temperature"),
+            max_tokens=max_tokens,
+            tracer_provider=provider,
+        )
     )
-    stage.open()
-    stage.attach()
-    return stage
 
 
 def _chat_messages(kwargs: Mapping[str, Any]) -> Any:

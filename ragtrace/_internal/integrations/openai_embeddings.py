@@ -17,7 +17,7 @@ from opentelemetry import trace
 
 from ..guard import warn_once
 from ..retrieval import Embed
-from ._common import call_wrappers, unwrap
+from ._common import call_wrappers, started, unwrap
 
 _MODULE = "openai.resources.embeddings"
 _PROVIDER = "openai"
@@ -39,10 +39,7 @@ def uninstrument() -> None:
 
 def _open(kwargs: Mapping[str, Any], provider: trace.TracerProvider | None) -> Embed:
     model = kwargs.get("model")
-    stage = Embed(model if isinstance(model, str) else None, _PROVIDER, tracer_provider=provider)
-    stage.open()
-    stage.attach()
-    return stage
+    return started(Embed(model if isinstance(model, str) else None, _PROVIDER, tracer_provider=provider))
 
 
 def _record(stage: Embed, kwargs: Mapping[str, Any], response: Any) -> Any:

@@ -29,7 +29,7 @@ from .. import auto_root
 from ..guard import call_guarded, warn_once
 from ..keyed import content_digest
 from ..retrieval import Retrieve
-from ._common import call_wrappers, closed_with, unwrap
+from ._common import call_wrappers, closed_with, started, unwrap
 
 _MODULE = "openai.resources.vector_stores.vector_stores"
 _CLASSES = ("VectorStores", "AsyncVectorStores")
@@ -41,7 +41,7 @@ def instrument(provider: trace.TracerProvider | None) -> None:
     found = _classes()
     if found is None:
         return
-    sync, _ = call_wrappers(lambda args, kwargs: _started(_new_stage(args, kwargs, provider)), _record)
+    sync, _ = call_wrappers(lambda args, kwargs: started(_new_stage(args, kwargs, provider)), _record)
     wrapt.wrap_function_wrapper(_MODULE, "VectorStores.search", sync)
     wrapt.wrap_function_wrapper(_MODULE, "AsyncVectorStores.search", _async_search(provider))
 
@@ -75,12 +75,6 @@ def _new_stage(args: tuple[Any, ...], kwargs: Mapping[str, Any], provider: trace
         tracer_provider=provider,
     )
     stage.auto_root = root  # preset: an async search may be awaited in another task's context
-    return stage
-
-
-def _started(stage: Retrieve) -> Retrieve:
-    stage.open()
-    stage.attach()
     return stage
 
 
@@ -128,7 +122,7 @@ class _Search(wrapt.ObjectProxy):  # type: ignore[misc]
 
     async def _self_fetch(self) -> Any:
         stage, self._self_stage = self._self_stage, None  # a second await is a second request: not recorded again
-        stage = call_guarded("openai instrumentation", _started, stage) if stage is not None else None
+        stage = call_guarded("openai instrumentation", started, stage) if stage is not None else None
         if stage is None:
             return await self.__wrapped__
         try:
