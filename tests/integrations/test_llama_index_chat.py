@@ -17,6 +17,19 @@ from ragtrace._internal.integrations.llama_index import LlamaIndexInstrumentor
 pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")  # an engine thread's error is asserted where expected
 
 
+def check_two_in_context_first_cited(root) -> None:
+    """The figures hand-computed for a turn that retrieved 2 nodes, showed both, cited the first."""
+    got = metrics(root)
+    assert (got["retrieved"], got["in_context"], got["cited"]) == (2, 2, 1)
+    assert (got["recall_proxy"], got["context_precision"], got["context_utilization"]) == (0.5, 1.0, 0.5)
+
+
+def check_nothing_left_open() -> None:
+    """No call, model call, turn or writer of the engine is still held by ragtrace's tracker."""
+    tracker = LlamaIndexInstrumentor()._handlers[0]._tracker
+    assert (tracker.open, tracker.llm.calls, tracker.turns.turns, tracker.turns.writers) == ({}, {}, {}, {})
+
+
 def test_a_condense_plus_context_chat_is_one_pipeline_per_turn_and_the_condense_call_is_no_answer(llama_index_on):
     """``as_chat_engine(chat_mode="condense_plus_context")``: the second turn condenses the history
     into a question (an LLM call of its own, role ``rewrite``), retrieves with it and answers from
@@ -47,9 +60,7 @@ def check_condensed_turn(spans, llm, engine: str, retrieved: list[str]) -> None:
     assembled = spans.one("assemble").attributes
     assert (assembled["rag.context.inclusion_method"], list(assembled["rag.context.chunk_ids"])) == ("declared", retrieved)
     assert list(answer.attributes["rag.citation.ids"]) == [retrieved[0]]
-    got = metrics(root)
-    assert (got["retrieved"], got["in_context"], got["cited"]) == (2, 2, 1)
-    assert (got["recall_proxy"], got["context_precision"], got["context_utilization"]) == (0.5, 1.0, 0.5)
+    check_two_in_context_first_cited(root)
 
 
 @pytest.mark.parametrize("turn", ["chat", "achat"])
@@ -98,11 +109,8 @@ def check_streamed_turn(spans, reply, tokens: list[str], mode: str) -> None:
     assert list(answer["rag.citation.ids"]) == [retrieved[0]]
     assert answer["gen_ai.response.time_to_first_chunk"] >= 0
     assert root.end_time >= calls[-1].end_time
-    tracker = LlamaIndexInstrumentor()._handlers[0]._tracker
-    assert (tracker.open, tracker.llm.calls, tracker.turns.turns, tracker.turns.writers) == ({}, {}, {}, {})
-    got = metrics(root)
-    assert (got["retrieved"], got["in_context"], got["cited"]) == (2, 2, 1)
-    assert (got["recall_proxy"], got["context_precision"], got["context_utilization"]) == (0.5, 1.0, 0.5)
+    check_nothing_left_open()
+    check_two_in_context_first_cited(root)
 
 
 @pytest.mark.parametrize("mode", ["context", "condense_plus_context"])
@@ -175,8 +183,7 @@ def test_a_stream_chat_whose_model_fails_mid_stream_passes_the_error_and_ends_th
     assert [(type(e.exc_value), e.thread) for e in thread_errors] == [(ConnectionError, writer)]
     for stage in ("generate", "pipeline"):
         assert llama_index_on.one(stage).status.status_code is StatusCode.ERROR, stage
-    tracker = LlamaIndexInstrumentor()._handlers[0]._tracker
-    assert (tracker.open, tracker.llm.calls, tracker.turns.turns, tracker.turns.writers) == ({}, {}, {}, {})
+    check_nothing_left_open()
 
 
 def take_turn(engine: Any, message: str, kind: str) -> tuple[Any, str]:
@@ -215,8 +222,7 @@ def test_a_condense_question_turn_is_one_pipeline_whose_condense_call_is_a_rewri
     (query_output,) = second.sources
     nodes = query_output.raw_output.source_nodes
     check_condensed_turn(llama_index_on, llm, "CondenseQuestionChatEngine", [n.node_id for n in nodes])
-    tracker = LlamaIndexInstrumentor()._handlers[0]._tracker
-    assert (tracker.open, tracker.llm.calls, tracker.turns.turns, tracker.turns.writers) == ({}, {}, {}, {})
+    check_nothing_left_open()
 
 
 @pytest.mark.parametrize("kind", ["stream_chat", "astream_chat"])
@@ -239,6 +245,5 @@ def test_a_streamed_turn_the_app_never_reads_still_ends_its_pipeline(llama_index
         asyncio.run(dropped())  # asyncio.run lets the engine's writer task finish before it returns
     gc.collect()
     assert metrics(llama_index_on.one("pipeline"))["cited"] == 1
-    tracker = LlamaIndexInstrumentor()._handlers[0]._tracker
-    assert (tracker.open, tracker.llm.calls, tracker.turns.turns, tracker.turns.writers) == ({}, {}, {}, {})
+    check_nothing_left_open()
 
