@@ -27,7 +27,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, StatusCod
 from ids import CountingIds
 import ragtrace
 import ragtrace.exporters as exporters_package
-from ragtrace._internal import config
+from ragtrace._internal import own_provider
 from ragtrace._internal import names as n
 from ragtrace._internal.otlp_json import attributes_to_dict, encode_spans
 from ragtrace.exporters import ConsoleTreeExporter, JsonLinesExporter
@@ -64,11 +64,11 @@ def ragtrace_warnings(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecor
 # ==============================================================================================
 def test_package_exports_the_classes_and_configure_finds_them(tmp_path: Path) -> None:
     assert sorted(exporters_package.__all__) == ["ConsoleTreeExporter", "JsonLinesExporter", "PhoenixExporter"]
-    jsonl, batch = config._exporter(f"jsonl:{tmp_path / 'x.jsonl'}")
+    jsonl, batch = own_provider.span_exporter(f"jsonl:{tmp_path / 'x.jsonl'}")
     assert isinstance(jsonl, JsonLinesExporter) and jsonl.path == tmp_path / "x.jsonl" and batch is True
-    console, batch = config._exporter("console")
+    console, batch = own_provider.span_exporter("console")
     assert isinstance(console, ConsoleTreeExporter) and batch is False
-    phoenix, batch = config._exporter("phoenix:http://127.0.0.1:1/")
+    phoenix, batch = own_provider.span_exporter("phoenix:http://127.0.0.1:1/")
     assert isinstance(phoenix, exporters_package.PhoenixExporter) and phoenix.endpoint == "http://127.0.0.1:1" and batch is True
 
 

@@ -1020,10 +1020,10 @@ FORK_SCRIPT = """
 import os, sys, threading, time
 import ragtrace
 from opentelemetry.sdk.trace import TracerProvider
-from ragtrace._internal import config, guard, keyed, otel_metrics, state
+from ragtrace._internal import config, guard, keyed, otel_metrics, own_provider, state
 
 ragtrace.configure(tracer_provider=TracerProvider(), capture_content="redact")
-locks = [(state, "_implicit_lock"), (guard, "_seen_lock"), (config, "_config_lock"), (config, "_own_lock"), (keyed, "_lock"), (otel_metrics, "_cache_lock")]
+locks = [(state, "_implicit_lock"), (guard, "_seen_lock"), (config, "_config_lock"), (own_provider, "_own_lock"), (keyed, "_lock"), (otel_metrics, "_cache_lock")]
 held, release = threading.Event(), threading.Event()
 
 def hold():
