@@ -252,3 +252,29 @@ def test_tracing_off_returns_the_very_same_iterator():
         return iterator
 
     assert ask("p") is iterator
+
+
+def test_a_proxy_that_wraps_itself_does_not_hang_the_choice_of_protocol():
+    """An object with both iteration protocols whose ``__wrapped__`` is itself: the search for
+    what it wraps stops, and it is read as the sync iterator it first offers."""
+    from ragtrace._internal.passthrough import _shape
+
+    class Both:
+        def __iter__(self):
+            return self
+
+        def __next__(self):
+            raise StopIteration
+
+        def __aiter__(self):
+            return self
+
+        async def __anext__(self):
+            raise StopAsyncIteration
+
+        @property
+        def __wrapped__(self):
+            return self
+
+    both = Both()
+    assert _shape(both) is both

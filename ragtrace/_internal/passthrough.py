@@ -40,8 +40,10 @@ def record_as_consumed(result: Any, stage: Stage, finish: Finish) -> Any:
 def _shape(result: Any) -> Any:
     """What says whether ``result`` is read with ``for`` or ``async for``. Another instrumentor's
     stream proxy (OpenLLMetry's ``ChatStream``) has both protocols, whatever it wraps: then the
-    object it wraps says."""
-    while isinstance(result, Iterator) and isinstance(result, AsyncIterator) and hasattr(result, "__wrapped__"):
+    object it wraps says. Bounded: a proxy that names itself as what it wraps must not hang the app."""
+    for _ in range(8):
+        if not (isinstance(result, Iterator) and isinstance(result, AsyncIterator) and hasattr(result, "__wrapped__")):
+            break
         result = result.__wrapped__
     return result
 
