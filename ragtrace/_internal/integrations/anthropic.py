@@ -159,11 +159,19 @@ def _stream_wrapper(provider: trace.TracerProvider | None, *, asynchronous: bool
     return stream
 
 
-def _instrument_manager(manager: Any, kwargs: dict[str, Any], provider: trace.TracerProvider | None, asynchronous: bool) -> None:
+def _instrument_manager(found: Any, kwargs: dict[str, Any], provider: trace.TracerProvider | None, asynchronous: bool) -> None:
+    manager = found
+    for _ in range(8):  # the SDK's own, under another instrumentor's wrapper of it
+        if type(manager).__name__ in _REQUEST_ATTRIBUTES:
+            break
+        inner = getattr(manager, "__wrapped__", None) or getattr(manager, "__dict__", {}).get("_stream_manager")  # OpenInference's, OpenLLMetry's
+        if inner is None:
+            break
+        manager = inner
     attribute = _REQUEST_ATTRIBUTES.get(type(manager).__name__)
     request = getattr(manager, attribute, None) if attribute else None
     if request is None:
-        warn_once("anthropic-stream-manager", "messages.stream() returned %s, which ragtrace does not know: not traced", type(manager).__name__)
+        warn_once("anthropic-stream-manager", "messages.stream() returned %s, which ragtrace does not know: not traced", type(found).__name__)
         return
     streamed = dict(kwargs, stream=True)
     setattr(manager, attribute, _async_request(request, streamed, provider) if asynchronous else _sync_request(request, streamed, provider))
