@@ -202,6 +202,7 @@ class Assemble(Stage):
         if state is not None:
             _explain_missing(record, state)
             state.contexts.append(record)
+            state.bind_context(record)
         self.record_ = record
         self._attributes(record)
 
