@@ -36,7 +36,7 @@ from .guard import guard, new_locks_after_fork
 from .stage import STAGE_KEY
 
 # the packages whose frames stand between the app and a stage: the caller is the first frame outside them
-_NOT_THE_CALLER = frozenset({"ragtrace", "wrapt", "openai"})
+_NOT_THE_CALLER = frozenset({"ragtrace", "wrapt", "openai", "anthropic"})
 _MAX_HOPS = 64  # span parents followed up to a request span
 _MAX_SPANS_PER_TRACE = 4096  # span parents remembered per watched trace (beyond: not under, so not joined)
 

@@ -54,6 +54,7 @@ def metrics(span) -> dict:
 def check_main_case(spans, *, stream: bool, message_index: int = 0) -> None:
     root = spans.one("pipeline")
     assert root.parent is None and root.name == "invoke_workflow anthropic"
+    assert "rag.root.abandoned" not in root.attributes  # ended by its answer
     retrieved, assembled, generated = spans.one("retrieve"), spans.one("assemble"), spans.one("generate")
     assert {s.parent.span_id for s in (retrieved, assembled, generated)} == {root.context.span_id}
     assert retrieved.end_time <= assembled.start_time and assembled.end_time <= generated.start_time

@@ -52,6 +52,7 @@ def metrics(span) -> dict:
 def check_exact(spans, *, stream: bool) -> None:
     root = spans.one("pipeline")
     assert root.parent is None and root.name == "invoke_workflow openai"
+    assert "rag.root.abandoned" not in root.attributes  # ended by its answer
     retrieved, assembled, generated = spans.one("retrieve"), spans.one("assemble"), spans.one("generate")
     assert {s.parent.span_id for s in (retrieved, assembled, generated)} == {root.context.span_id}
     assert retrieved.name == f"retrieval {STORE}" and retrieved.attributes["gen_ai.retrieval.query.text"] == "refund time"

@@ -22,7 +22,7 @@ from opentelemetry import trace
 from .. import auto_root, names, state as state_module
 from ..assemble_stage import Assemble
 from ..chunks import Chunk
-from ..keyed import content_digest
+from ..keyed import content_digest, warn_if_random
 from ..provided import Source, context_record
 from ..retrieval import Retrieve
 
@@ -66,6 +66,8 @@ def record_retrieval(
         stage.record(
             [{"id": s.chunk_id, "content": s.text, "score": scores[i] if scores else None} for i, s in enumerate(sources)]
         )
+        if sources and not stage.inert:  # ids with a keyed digest in them were exported
+            warn_if_random("provider chunk ids (file_id#digest, source#digest, a document's digest) differ between processes")
     elif stage.attrs is not None:
         stage.attrs.set(names.RAG_RETRIEVAL_STATUS, status)
     stage.close()
