@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from integrations.anthropic_fake import at_result, events, message
+from integrations.anthropic_fake import at_result, events, message, sse
 from loopback import QuietHandler, serve
-from test_examples import EXAMPLES, by_trace, example_env, figures, read_spans, root_of, run, run_ok, stage, without_ragtrace_lines
+from test_examples import EXAMPLES, assert_same_app_without_ragtrace, by_trace, example_env, figures, read_spans, root_of, run, run_ok, stage
 
 BODY = message(
     [
@@ -35,7 +37,7 @@ class Messages(QuietHandler):
         sent = json.loads(self.body())
         self.received.append({"path": self.path, "key": self.headers.get("x-api-key") or self.headers.get("authorization"), "body": sent})
         if sent.get("stream"):
-            self.reply("".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events(BODY)).encode(), "text/event-stream")
+            self.reply(sse(events(BODY)), "text/event-stream")
         else:
             self.reply(json.dumps(BODY).encode(), "application/json")
 
@@ -48,8 +50,7 @@ def anthropic_server():
 
 
 def anthropic_env(url: str) -> dict[str, str]:
-    # PYTHONPATH: the example imports the ragtrace of this checkout, not whichever is installed
-    return example_env(ANTHROPIC_BASE_URL=url, ANTHROPIC_API_KEY="sk-ant-test", RAGTRACE_HASH_KEY="examples", PYTHONPATH=str(EXAMPLES.parent))
+    return example_env(ANTHROPIC_BASE_URL=url, ANTHROPIC_API_KEY="sk-ant-test", RAGTRACE_HASH_KEY="examples")
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["create", "stream"])
@@ -80,14 +81,24 @@ def test_anthropic_citations_against_a_local_server(tmp_path: Path, anthropic_se
     assert math.isclose(got["context_utilization"], 2 / 3) and got["wasted_context_tokens"] == 9
 
 
+def test_ragtrace_report_recomputes_the_same_figures_from_the_export(tmp_path: Path, anthropic_server):
+    """The CLI reads the provider's placements and citations back and gets the online figures (a
+    difference would make the run not measurable: "spans missing")."""
+    url, _ = anthropic_server
+    spans = tmp_path / "spans.jsonl"
+    run_ok("anthropic_citations", f"jsonl:{spans}", cwd=tmp_path, env=anthropic_env(url))
+    command = [sys.executable, "-m", "ragtrace.cli", "report", "--json", "--no-config", str(spans)]
+    done = subprocess.run(command, cwd=tmp_path, env=anthropic_env(url), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    (row,) = json.loads(done.stdout)["traces"]
+    assert (row["inclusion"], row["verdict"], row["recorded_mismatch"], row["status"]) == ("provider", "ok", [], []), row
+    assert (row["retrieved"], row["in_context"], row["cited"], row["cited_positions"], row["wasted_context_tokens"]) == (3, 3, 2, [1, 2], 9)
+    assert math.isclose(row["recall_proxy"], 2 / 3) and math.isclose(row["recall_proxy_weighted"], 9 / 11)
+
+
 def test_anthropic_citations_without_its_ragtrace_lines_is_the_same_app(tmp_path: Path, anthropic_server):
     url, _ = anthropic_server
-    plain, ours = without_ragtrace_lines("anthropic_citations", tmp_path)
-    assert ours == ["import ragtrace  # ragtrace", "ragtrace.configure", "ragtrace.instrument"]
-    for args in ([], ["--stream"]):
-        done = run(plain, *args, cwd=tmp_path, env=anthropic_env(url))
-        assert done.returncode == 0, done.stderr
-        assert done.stdout == run_ok("anthropic_citations", *args, f"jsonl:{tmp_path / 'spans.jsonl'}", cwd=tmp_path, env=anthropic_env(url))
+    assert_same_app_without_ragtrace("anthropic_citations", tmp_path, anthropic_env(url))
 
 
 def test_anthropic_citations_says_what_is_missing_without_a_key(tmp_path: Path):

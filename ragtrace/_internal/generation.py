@@ -179,10 +179,10 @@ class Generate(Stage):
         context = self._context()
         state = self.state
         if self.is_answer and (self.text is not None or self.output_unreadable):
-            if self.provided is not None:
-                scored = call_guarded("provider citations", provided_scored, self.provided, context)
+            retrieved = state.retrieved_ids() if state is not None else set()
+            if self.provided is not None:  # the model API's own citations, resolved by the same rule
+                scored = call_guarded("provider citations", provided_scored, self.provided, context, retrieved)
             else:
-                retrieved = state.retrieved_ids() if state is not None else set()
                 scored = call_guarded("citation parsing", score, self.text, context, retrieved, self.citation_pattern)
             if scored is None:  # ragtrace's own fault: the answer is not measured, never scored 0
                 scored = Scored(figures_module.Answer(context.placements if context else None, unmeasured=figures_module.STATUS_INTERNAL_ERROR), None)

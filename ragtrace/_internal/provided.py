@@ -17,11 +17,11 @@ in-context and context precision, which don't depend on citations, still are.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 
 from . import figures, names
-from .answer import Scored
+from .answer import Scored, classify
 from .assembly import ContextRecord, Placement
 from .citations import CitationResult
 from .tokens import Tokenizer
@@ -54,8 +54,10 @@ class Provided:
 
 
 def context_record(sources: Sequence[Source], tokenizer: Tokenizer) -> ContextRecord:
-    """The provider's context as placements: each source once, positions 1..n in block order.
-    No character offsets (-1): a block is a part of the request, not a span of prompt text."""
+    """The provider's context as placements: each source once, positions 1..n in block order,
+    labelled by its id (the model cites a block by the API's index, which the provider resolves:
+    no text label exists, and none is missing). No character offsets (-1): a block is a part of
+    the request, not a span of prompt text."""
     record = ContextRecord(method=names.INCLUSION_PROVIDER)
     seen: set[str] = set()
     for source in sources:
@@ -63,7 +65,7 @@ def context_record(sources: Sequence[Source], tokenizer: Tokenizer) -> ContextRe
             continue
         seen.add(source.chunk_id)
         tokens = tokenizer.count(source.text) if source.text is not None else 0
-        record.placements.append(Placement(source.chunk_id, len(record.placements) + 1, "", -1, -1, tokens, False, source.message_index))
+        record.placements.append(Placement(source.chunk_id, len(record.placements) + 1, source.chunk_id, -1, -1, tokens, False, source.message_index))
     return record
 
 
@@ -101,11 +103,13 @@ def by_file(cited_files: Iterable[str], files_of: Sequence[tuple[str, str]] | No
     return Provided(tuple(ids), tuple(invalid), names.CITATION_GRANULARITY_FILE, files, ambiguous)
 
 
-def scored(provided: Provided, context: ContextRecord | None) -> Scored:
-    """The answer for the figures, from the provider's citations (the counterpart of
-    ``answer.score`` for parsed ones)."""
+def scored(provided: Provided, context: ContextRecord | None, retrieved: Set[str]) -> Scored:
+    """The answer for the figures, from the provider's citations: the same resolution rule as
+    parsed citations (``answer.classify``), over ids the provider resolved instead of labels
+    read from text; or not measurable, with the reason the provider's report leaves open."""
     placements = context.placements if context is not None else None
     result = CitationResult(names.CITATION_FORMAT_PROVIDER, provided.cited_ids, provided.invalid, bool(provided.cited_ids or provided.invalid or provided.files))
     unmeasured = provided.unmeasured or (figures.STATUS_CITATIONS_FILE_LEVEL if provided.ambiguous else None)
-    answer = figures.Answer(placements, provided.cited_ids, len(provided.invalid), 0, unmeasured)
-    return Scored(answer, result)
+    if unmeasured is not None:
+        return Scored(figures.Answer(placements, provided.cited_ids, len(provided.invalid), 0, unmeasured), result)
+    return classify(result, context, retrieved)

@@ -69,6 +69,11 @@ def events(body: dict[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
+def sse(found: list[dict[str, Any]]) -> bytes:
+    """Events as the server-sent-event stream the API sends."""
+    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in found).encode()
+
+
 class FakeAnthropic:
     """The transport: answers every request with ``body`` and keeps the requests' JSON."""
 
@@ -82,8 +87,7 @@ class FakeAnthropic:
         self.requests.append(sent)
         if not sent.get("stream"):
             return httpx2.Response(200, json=self.body)
-        lines = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events(self.body))
-        return httpx2.Response(200, content=lines.encode(), headers={"content-type": "text/event-stream"})
+        return httpx2.Response(200, content=sse(events(self.body)), headers={"content-type": "text/event-stream"})
 
     def client(self) -> anthropic.Anthropic:
         return anthropic.Anthropic(api_key="sk-ant-test", max_retries=0, http_client=httpx2.Client(transport=httpx2.MockTransport(self.handle)), _strict_response_validation=True)

@@ -176,6 +176,20 @@ def test_inside_the_apps_pipeline_its_own_ids_stand_and_nothing_is_retrieved_twi
     assert got["recall_proxy"] == 0.5 and got["context_precision"] == 0.75 and math.isclose(got["context_utilization"], 2 / 3)
 
 
+def test_a_pdf_document_makes_the_citation_figures_not_measurable(instrumented):
+    """A PDF's text, so its tokens, are unknown to ragtrace: the figures that count them would be
+    made up. The blocks are still placed and the citations still resolved."""
+    pdf = {"type": "document", "source": {"type": "url", "url": "https://kb.example/policy.pdf"}, "citations": {"enabled": True}}
+    answer = [("Refunds take 5 days.", [{"type": "page_location", "document_index": 0, "document_title": "Policy", "cited_text": "5 days", "start_page_number": 1, "end_page_number": 2}])]
+    FakeAnthropic(message(answer)).client().messages.create(**ask([search_result(*A), pdf]))
+    generated = instrumented.one("generate")
+    assert list(generated.attributes["rag.citation.ids"]) == ["https://kb.example/policy.pdf"]
+    assert generated.attributes["rag.citation.status"] == "source_unreadable"
+    got = metrics(instrumented.one("pipeline"))
+    assert (got["retrieved"], got["in_context"]) == (2, 2) and "source_unreadable" in got["status"]
+    assert "recall_proxy" not in got and "wasted_context_tokens" not in got
+
+
 def test_a_call_without_sources_is_a_plain_generate_span(instrumented):
     FakeAnthropic(message([("Hello.", [])])).client().messages.create(model=MODEL, max_tokens=64, messages=[{"role": "user", "content": "Hi"}])
     assert [s.attributes["rag.stage"] for s in instrumented.all()] == ["generate"]
