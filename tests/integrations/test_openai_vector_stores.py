@@ -148,6 +148,16 @@ def test_chunk_ids_are_per_chunk_and_stable(instrumented, chat_server):
     assert IDS[0].startswith("file-refunds#") and IDS[1].startswith("file-refunds#")
 
 
+def test_without_a_hash_key_the_ids_warn_once_that_they_differ_between_processes(instrumented, chat_server, no_hash_key, caplog):
+    url, _ = chat_server
+    with caplog.at_level(logging.WARNING, logger="ragtrace"):
+        for _ in range(2):
+            client(url).vector_stores.search("vs_kb", query=QUESTION)
+    (warning,) = [r.getMessage() for r in caplog.records if "hash key" in r.getMessage()]
+    assert "OpenAI vector-store chunk ids (file_id#digest) differ between processes" in warning
+    assert "RAGTRACE_HASH_KEY" in warning and "\n" not in warning
+
+
 def test_several_searches_before_the_answer_join_one_root(instrumented, chat_server):
     """Multi-query: two searches (one gathered pair, async) then the answer: one pipeline."""
     url, _ = chat_server
