@@ -36,13 +36,9 @@ from .guard import guard, new_locks_after_fork
 from .stage import STAGE_KEY
 
 # the packages whose frames stand between the app and a stage: the caller is the first frame outside them
-<<<<<<< HEAD
 _NOT_THE_CALLER = frozenset({"ragtrace", "wrapt", "openai", "anthropic"})
-=======
-_NOT_THE_CALLER = frozenset({"ragtrace", "wrapt", "openai"})
 # the frames of a list, dict or set comprehension (Python < 3.12) run within their function's call
 _INLINE_CODE = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>"})
->>>>>>> main
 _MAX_HOPS = 64  # span parents followed up to a request span
 _MAX_SPANS_PER_TRACE = 4096  # span parents remembered per watched trace (beyond: not under, so not joined)
 
