@@ -317,12 +317,12 @@ def main() -> int:
     print(f"content mode: {args.content}; CPython {sys.version.split()[0]}; {load}")
     print("yardstick: the same file decoded line by line with msgspec.json.decode alone, in a fresh child, same run and condition")
     for (condition, spans), row in sorted(yardsticks.items(), key=lambda item: (conditions.index(item[0][0]), item[0][1])):
-        print(f"  {condition:>9} {spans:>10,} spans: {row['cpu_seconds']:.1f} CPU s, peak RSS {row['peak_rss_mb']:.1f} MB")
+        print(f"  {condition:>9} {spans:>10,} spans: {row['cpu_seconds']:.2f} CPU s, peak RSS {row['peak_rss_mb']:.1f} MB")
     print(f"{'condition':>9} {'build':>8} {'decoder':>8} {'spans':>10} {'traces':>9} {'MB':>6} {'B/span':>7} {'wall s':>7} {'CPU s':>7} {'sys s':>6} {'x msgspec':>10} {'spans/CPU-s':>12} {'peak RSS MB':>12}")
     for row in sorted(rows, key=lambda r: (conditions.index(r["condition"]), builds.index(r["build"]), decoders.index(r["decoder"]), r["spans"])):
         print(
             f"{row['condition']:>9} {row['build']:>8} {row['decoder']:>8} {row['spans']:>10,} {row['traces']:>9,} {row['bytes'] / 1_048_576:>6,.0f} {row['bytes'] / row['spans']:>7,.0f} "
-            f"{row['seconds']:>7.1f} {row['cpu_seconds']:>7.1f} {row['system_seconds']:>6.1f} {row['ratio']:>9.2f}x {row['spans_per_cpu_second']:>12,.0f} {row['peak_rss_mb']:>12.1f}"
+            f"{row['seconds']:>7.1f} {row['cpu_seconds']:>7.2f} {row['system_seconds']:>6.1f} {row['ratio']:>9.2f}x {row['spans_per_cpu_second']:>12,.0f} {row['peak_rss_mb']:>12.1f}"
         )
     flat = True
     for condition, build, decoder in itertools.product(conditions, builds, decoders):
