@@ -9,7 +9,7 @@ The corpus and queries are chosen so every figure can be worked by hand: with
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
@@ -105,8 +105,11 @@ def grade(score: str, call_id: str) -> AIMessage:
     return AIMessage(content="", tool_calls=[{"name": "GradeDocuments", "args": {"binary_score": score}, "id": call_id}])
 
 
-def custom_rag_graph(store: InMemoryVectorStore, replies: list[AIMessage], grades: list[AIMessage]):
-    retriever_tool = create_retriever_tool(store.as_retriever(search_kwargs={"k": 2}), "retrieve_blog_posts", "Search and return information about refunds.")
+def custom_rag_graph(store: InMemoryVectorStore, replies: list[AIMessage], grades: list[AIMessage], document_prompt: Any = None):
+    """``document_prompt``: the retriever tool's rendering of each document (default ``{page_content}``, unlabelled)."""
+    retriever_tool = create_retriever_tool(
+        store.as_retriever(search_kwargs={"k": 2}), "retrieve_blog_posts", "Search and return information about refunds.", document_prompt=document_prompt
+    )
     response_model = ToolCallingFakeChatModel(messages=iter(replies))
     grader_model = ToolCallingFakeChatModel(messages=iter(grades))
 
