@@ -281,3 +281,30 @@ def test_custom_rag_graph_one_round_accepted(spans):
         "wasted_context_tokens": tokens(TEXTS["kb-credit"]), "cited_positions": (1,),
     }
     assert same(figures(root), truth), figures(root)
+
+
+def test_a_label_two_rounds_give_two_documents_is_unresolved_not_guessed(spans):
+    """Each round numbers its documents [1], [2]: the answer's [1] may be either round's first."""
+    from langchain.agents import create_agent
+    from langchain_core.tools import tool
+
+    from integrations.agent_fakes import ToolCallingFakeChatModel
+
+    store = make_store()
+
+    @tool(response_format="content_and_artifact")
+    def search(query: str):
+        """Search the knowledge base."""
+        docs = store.similarity_search(query, k=2)
+        return "\n\n".join(f"[{i}] {d.page_content}" for i, d in enumerate(docs, 1)), docs
+
+    replies = [call("search", "refunds", "call-1"), call("search", "credit", "call-2"), AIMessage(content="Five days [1].")]
+    agent = create_agent(ToolCallingFakeChatModel(messages=iter(replies)), tools=[search])
+    agent.invoke({"messages": [{"role": "user", "content": QUESTION}]})
+    root = [s for s in spans.all() if s.parent is None][0]
+    assemble = spans.one("assemble")
+    # round 1: [1] refunds, [2] credit; round 2: [1] credit, [2] returns: [1] and [2] are ambiguous
+    assert list(assemble.attributes["rag.context.chunk_ids"]) == ["kb-refunds", "kb-credit", "kb-returns"]
+    assert list(assemble.attributes["rag.context.labels"]) == ["", "", ""]
+    assert "citations_unresolved" in root.attributes["rag.metrics.status"]
+    assert "rag.metrics.cited" not in root.attributes and root.attributes["rag.metrics.in_context"] == 3

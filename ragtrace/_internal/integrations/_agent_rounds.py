@@ -25,6 +25,7 @@ from opentelemetry.trace import SpanKind
 
 from .. import names
 from ..assemble_stage import Assemble
+from ..declared import leading_label
 from ..guard import guard
 from ..messages import as_messages
 from ..stage import Stage
@@ -124,15 +125,29 @@ def answer_context(rounds: Sequence[Round], prompt: Any, start_time: int | None,
     try:
         with guard("agent assembly"):
             if all(r.pieces is not None for r in rounds):
+                ambiguous = _ambiguous_labels(rounds)
                 for found in sorted(rounds, key=_position(prompt)):
                     for document, piece in zip(found.documents, found.pieces or ()):
-                        stage.place(document, piece)
+                        stage.place(document, piece, label="" if leading_label(piece) in ambiguous else None)
                 stage.set_prompt(prompt)
             else:
                 stage.observe([d for r in rounds for d in r.documents], prompt)
     finally:
         stage.close()
     return stage
+
+
+def _ambiguous_labels(rounds: Sequence[Round]) -> set[str]:
+    """Labels that two rounds give to different documents (each tool message numbers its own
+    ``[1]``, ``[2]``): which one a citation of them means is unknown, so those documents are placed
+    unlabelled and such a citation is unresolved (``citations_unresolved``), never guessed."""
+    texts: dict[str, set[str]] = {}
+    for found in rounds:
+        for piece in found.pieces or ():
+            label = leading_label(piece)
+            if label:
+                texts.setdefault(label, set()).add(piece)
+    return {label for label, pieces in texts.items() if len(pieces) > 1}
 
 
 def _position(prompt: Any) -> Callable[[Round], int]:

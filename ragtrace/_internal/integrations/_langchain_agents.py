@@ -104,7 +104,7 @@ def tool_ended(runs: Runs, run: Run, output: Any, tool_input: Any) -> None:
             return
         documents = artifact
         stage = Retrieve(tool_input if isinstance(tool_input, str) else None, data_source=tool.name)
-        stage.start_time = run.data.get("tool_started")
+        stage.start_time = getattr(tool.span, "start_time", None) or run.data.get("tool_started")  # the tool's call is the search
         with inside(run.scope, tool):
             stage.open()
         try:
