@@ -308,3 +308,51 @@ def test_a_label_two_rounds_give_two_documents_is_unresolved_not_guessed(spans):
     assert list(assemble.attributes["rag.context.labels"]) == ["", "", ""]
     assert "citations_unresolved" in root.attributes["rag.metrics.status"]
     assert "rag.metrics.cited" not in root.attributes and root.attributes["rag.metrics.in_context"] == 3
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+@pytest.mark.parametrize("inside", [False, True], ids=["automatic-root", "in-rag_pipeline"])
+def test_a_tool_whose_function_is_a_ragtrace_retriever_is_a_round(spans, mode, inside):
+    """A tool that searches by itself and returns text: ``@ragtrace.retriever`` on its search is
+    the one line that makes it a round (its span under the tool's, its chunks declared)."""
+    from langchain.agents import create_agent
+    from langchain_core.tools import tool
+
+    from integrations.agent_fakes import ToolCallingFakeChatModel
+
+    @ragtrace.retriever(data_source="policies")
+    def search(query: str) -> list[dict]:
+        return [{"id": key, "content": TEXTS[key]} for key in SEARCHES[query]]
+
+    @tool
+    def lookup(query: str) -> str:
+        """Look up the policies."""
+        return "\n\n".join(f"[{d['id']}] {d['content']}" for d in search(query))
+
+    answer = "Five business days [kb-refunds]."
+    model = ToolCallingFakeChatModel(messages=iter([call("lookup", "refunds", "call-1"), AIMessage(content=answer)]))
+    agent = create_agent(model, tools=[lookup])
+    if inside:
+        with ragtrace.rag_pipeline("support", tracer_provider=spans.provider):
+            assert run(agent, mode) == answer
+    else:
+        assert run(agent, mode) == answer
+
+    (root,) = [s for s in spans.all() if s.parent is None]
+    assert all(s.context.trace_id == root.context.trace_id for s in spans.all())
+    (tool_span,) = spans.by_stage("tool")
+    (retrieve,) = retrieve_spans(spans)
+    assert retrieve.parent.span_id == tool_span.context.span_id
+    assert (retrieve.attributes["rag.retrieval.round"], retrieve.attributes["rag.retrieval.new_chunks"]) == (1, 2)
+    assemble = spans.one("assemble")
+    assert assemble.attributes["rag.context.inclusion_method"] == "declared"
+    assert list(assemble.attributes["rag.context.labels"]) == ["kb-refunds", "kb-credit"]
+    truth = {
+        "retrieved": 2, "duplicate_chunks": 0, "in_context": 2, "context_precision": 1.0, "cited": 1,
+        "invalid_citations": 0, "out_of_context_citations": 0, "unknown_citations": 0, "recall_proxy": 0.5,
+        "recall_proxy_weighted": 1 / (1 + 1 / 2), "context_utilization": 0.5, "cited_positions": (1,),
+    }
+    found = figures(root)
+    assert found.pop("wasted_context_tokens") > 0  # the labelled piece: issue 27 item 8 decides the label's tokens
+    assert same(found, truth)
+    assert root.attributes["rag.retrieval.rounds"] == 1

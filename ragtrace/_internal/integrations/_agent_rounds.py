@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
 from .. import names
@@ -84,6 +85,47 @@ class ToolCall(Stage):
 
     def on_open(self) -> None:
         """A tool's arguments are content, and not the pipeline's query: none goes on the span."""
+
+
+class ToolRoot:
+    """What the app's own ragtrace stages inside a tool call join (a ``@ragtrace.retriever`` on the
+    tool's function): made the context's automatic root while the tool runs, with no pipeline
+    current, so ``Stage.open`` hands them here. Their spans go under the tool's, they record into
+    the agent's pipeline (with its configuration), and each retrieval is a round of the run.
+    Generations are not taken (a model call inside a tool is no answer of the agent's). Once the
+    tool ends it takes nothing: a closed one left behind counts as none."""
+
+    answer = None  # never ends on an answer: the agent's run does
+
+    def __init__(self, state: Any, tool: Stage, ledger: Ledger) -> None:
+        self.state, self.tool, self.ledger = state, tool, ledger
+        self.context = trace.set_span_in_context(tool.span)
+        self.retrievals: list[Any] = []
+        self.closed = False
+
+    def admit(self, stage: Stage) -> ToolRoot | None:
+        if self.closed or stage.stage == names.STAGE_GENERATE:
+            return None
+        stage.config = self.state.config  # the pipeline's content policy, not the process default
+        if stage.stage == names.STAGE_RETRIEVE:
+            recorded = stage.on_close
+
+            def numbered() -> None:  # its round, on its span before it ends
+                recorded()
+                self.ledger.number(stage)
+
+            stage.on_close = numbered  # type: ignore[method-assign]
+        return self
+
+    def takes_retrieval(self) -> bool:
+        return not self.closed
+
+    def stage_closed(self, stage: Stage, error: BaseException | None) -> None:
+        if stage.stage == names.STAGE_RETRIEVE and error is None and not self.closed:
+            self.retrievals.append([c for c in getattr(stage, "chunks", ()) if c.content is not None])
+
+    def end(self, error: BaseException | None = None, *, abandoned: str | None = None) -> None:
+        self.closed = True
 
 
 def pieces_in(content: Any, texts: Sequence[Any]) -> list[str] | None:

@@ -23,13 +23,13 @@ from typing import Any
 
 from opentelemetry import trace
 
-from .. import names
+from .. import names, state as state_module
 from ..generation import Generate
 from ..guard import guard
 from ..messages import content_text
 from ..retrieval import Retrieve
 from . import _langchain_assembly
-from ._agent_rounds import Ledger, Round, ToolCall, answer_context, pieces_in
+from ._agent_rounds import Ledger, Round, ToolCall, ToolRoot, answer_context, pieces_in
 from .runs import Run, Runs, Scope, inside
 
 _GRAPH_NODE_KEY = "langgraph_node"
@@ -82,22 +82,44 @@ def _tool_run(runs: Runs, run: Run) -> Run | None:
 
 # --- tools ----------------------------------------------------------------------------------------
 def tool_started(runs: Runs, run: Run, name: Any, call_id: Any) -> None:
+    """A tool call's span. While the tool runs (LangChain runs its function in a copy of this
+    context), the app's own ragtrace stages in it join the call (``ToolRoot``)."""
     run.data.update(tool_started=time.time_ns())
-    if run.scope.state is not None:  # a tool called outside any pipeline is not traced
-        runs.open(run, lambda: ToolCall(name if isinstance(name, str) else None, call_id if isinstance(call_id, str) else None))
+    state = run.scope.state
+    if state is None:  # a tool called outside any pipeline is not traced
+        return
+    tool = runs.open(run, lambda: ToolCall(name if isinstance(name, str) else None, call_id if isinstance(call_id, str) else None))
+    joined = ToolRoot(state, tool, _agent(runs, run).ledger)
+    run.data.update(tool_root=joined, tool_tokens=(state_module.set_auto_root(joined), state_module.activate(None)))  # type: ignore[arg-type]
+
+
+def _tool_left(run: Run) -> ToolRoot | None:
+    """The tool's own context back as it was (LangChain ends a tool where it started it)."""
+    joined, tokens = run.data.pop("tool_root", None), run.data.pop("tool_tokens", None)
+    if joined is not None:
+        joined.end()
+    if tokens is not None:
+        with guard("langchain tool context"):
+            state_module.deactivate(tokens[1])
+            state_module.reset_auto_root(tokens[0])
+    return joined  # type: ignore[no-any-return]
 
 
 def tool_ended(runs: Runs, run: Run, output: Any, tool_input: Any) -> None:
     """A tool's round, if it retrieved: the documents of a retriever run inside it, else a
     ``Document`` artifact (recorded here as the round's retrieval)."""
+    joined = _tool_left(run)
     documents = run.data.get("documents")
     rendered = [_langchain_assembly.take_rendered(d) for d in documents] if documents is not None else []  # taken, traced or not
     tool = run.stage
     if not isinstance(tool, ToolCall):
         return
+    if documents is None and joined is not None and joined.retrievals:  # the app's @ragtrace.retriever inside
+        documents = joined.retrievals[-1]
+        rendered = [None] * len(documents)
     content = content_text(getattr(output, "content", output)) if output is not None else None
     if documents is not None:  # a retriever tool: each document's text, as format_document rendered it
-        pieces = rendered if all(isinstance(p, str) for p in rendered) else pieces_in(content, [d.page_content for d in documents])
+        pieces = rendered if all(isinstance(p, str) for p in rendered) else pieces_in(content, [_text(d) for d in documents])
     else:
         artifact = getattr(output, "artifact", None)
         if not (isinstance(artifact, list) and artifact and all(_is_document(d) for d in artifact)):
@@ -116,6 +138,15 @@ def tool_ended(runs: Runs, run: Run, output: Any, tool_input: Any) -> None:
     agent = _agent(runs, run)
     with run.scope.lock:
         agent.ledger.rounds.append(Round(list(documents), pieces, content))  # type: ignore[arg-type]
+
+
+def tool_failed(run: Run) -> None:
+    _tool_left(run)
+
+
+def _text(document: Any) -> Any:
+    """A LangChain document's text, or a ragtrace chunk's (what a decorated retriever returned)."""
+    return getattr(document, "page_content", None) or getattr(document, "content", None)
 
 
 def _is_document(value: Any) -> bool:

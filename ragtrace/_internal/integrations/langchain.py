@@ -294,6 +294,9 @@ class _Handler:
 
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kw: Any) -> None:
         with guard("langchain tool error"):
+            run = self.runs.get(run_id)
+            if run is not None:
+                _langchain_agents.tool_failed(run)
             self.runs.end(run_id, error=error)
 
     def _model_end(self, run_id: UUID, error: BaseException | None) -> None:
