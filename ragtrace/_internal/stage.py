@@ -49,7 +49,7 @@ class Stage:
     _closed = False
     _started = 0.0
     start_time: int | None = None  # epoch ns, for a stage opened after the fact (integrations)
-    end_time: int | None = None  # epoch ns, for a stage closed after the fact (an agent's model call, once its role is known)
+    end_time: int | None = None  # epoch ns, for a stage ended at another span's end (``auto_root``)
     inert = False  # neither traces nor metrics are on: the handle does no bookkeeping
     auto_root: Any = None  # the automatic root (``auto_root``) this stage joined, if any
 
@@ -175,7 +175,7 @@ class Stage:
             with guard("attribute writing"):
                 self.attrs.flush()
         with guard("span end"):
-            self.span.end(end_time=self.end_time)
+            self.span.end(self.end_time)
         self.attrs = None
         root = self.auto_root
         if root is not None:
@@ -198,10 +198,7 @@ class Stage:
             },
             **self.metric_labels(),
         )
-        elapsed = time.perf_counter() - self._started
-        if self.end_time is not None:
-            elapsed -= max(0, time.time_ns() - self.end_time) / 1e9
-        found.duration.record(elapsed, labels)
+        found.duration.record(time.perf_counter() - self._started, labels)
         self.record_stage_metrics(found, labels)
 
     def metric_labels(self) -> dict[str, Any]:
