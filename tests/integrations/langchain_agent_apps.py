@@ -105,7 +105,7 @@ def grade(score: str, call_id: str) -> AIMessage:
     return AIMessage(content="", tool_calls=[{"name": "GradeDocuments", "args": {"binary_score": score}, "id": call_id}])
 
 
-def custom_rag_graph(store: InMemoryVectorStore, replies: list[AIMessage], grades: list[AIMessage], document_prompt: Any = None):
+def custom_rag_graph(store: InMemoryVectorStore, replies: list[AIMessage], grades: list[AIMessage], document_prompt: Any = None, **compile: Any):
     """``document_prompt``: the retriever tool's rendering of each document (default ``{page_content}``, unlabelled)."""
     retriever_tool = create_retriever_tool(
         store.as_retriever(search_kwargs={"k": 2}), "retrieve_blog_posts", "Search and return information about refunds.", document_prompt=document_prompt
@@ -145,4 +145,4 @@ def custom_rag_graph(store: InMemoryVectorStore, replies: list[AIMessage], grade
     workflow.add_conditional_edges("retrieve", grade_documents)
     workflow.add_edge("generate_answer", END)
     workflow.add_edge("rewrite_question", "generate_query_or_respond")
-    return workflow.compile(), response_model
+    return workflow.compile(**compile), response_model

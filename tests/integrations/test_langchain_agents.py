@@ -356,3 +356,54 @@ def test_a_tool_whose_function_is_a_ragtrace_retriever_is_a_round(spans, mode, i
     assert found.pop("wasted_context_tokens") > 0  # the labelled piece: issue 27 item 8 decides the label's tokens
     assert same(found, truth)
     assert root.attributes["rag.retrieval.rounds"] == 1
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_two_tool_calls_in_one_step_are_two_rounds_each_placed_where_its_message_is(spans, mode):
+    """ToolNode runs both calls at once (threads, or tasks under ainvoke): each round keeps its own
+    documents, and they are placed in the order the tool messages sit in the answer's prompt."""
+    answer = "Store credit is immediate [kb-credit]; returns take 30 days [kb-returns]."
+    both = AIMessage(content="", tool_calls=[
+        {"name": "retrieve_context", "args": {"query": "refunds"}, "id": "call-1"},
+        {"name": "retrieve_context", "args": {"query": "delivery"}, "id": "call-2"},
+    ])
+    agent, _ = rag_agent(make_store(), [both, AIMessage(content=answer)])
+    assert run(agent, mode) == answer
+    root = [s for s in spans.all() if s.parent is None][0]
+    assert roles(spans) == ["tool_choice", "answer"]
+    tools = {t.attributes["gen_ai.tool.call.id"]: t for t in spans.by_stage("tool")}
+    by_tool = {r.parent.span_id: list(r.attributes["rag.retrieval.chunk_ids"]) for r in spans.by_stage("retrieve")}
+    assert by_tool == {tools["call-1"].context.span_id: SEARCHES["refunds"], tools["call-2"].context.span_id: SEARCHES["delivery"]}
+    assemble = spans.one("assemble")
+    assert list(assemble.attributes["rag.context.chunk_ids"]) == ["kb-refunds", "kb-credit", "kb-returns"]
+    assert list(assemble.attributes["rag.context.message_indexes"]) == [3, 3, 4]  # system, user, AI (two calls), tool, tool
+    truth = {
+        "retrieved": 3, "duplicate_chunks": 1, "in_context": 3, "context_precision": 1.0, "cited": 2,
+        "invalid_citations": 0, "out_of_context_citations": 0, "unknown_citations": 0, "recall_proxy": 2 / 3,
+        "recall_proxy_weighted": (1 / 2 + 1 / 1) / (1 + 1 / 2 + 1 / 1), "context_utilization": 2 / 3,
+        "wasted_context_tokens": tokens(serialised("kb-refunds")), "cited_positions": (2, 3),
+    }
+    assert same(figures(root), truth)
+    assert root.attributes["rag.retrieval.rounds"] == 2
+
+
+def test_an_interrupted_and_resumed_graph_is_two_pipelines_and_behaves_as_without_ragtrace(spans):
+    """A checkpointer and ``interrupt_before``: the first run stops before the answer (no answer:
+    not scored), the resumed run answers; the retrieval belongs to the first run, so the resumed
+    one has no round of its own and its figures say so instead of borrowing the other's."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    answer = "Five business days [kb-refunds]."
+    replies = [call("retrieve_blog_posts", "refunds", "call-1"), AIMessage(content=answer)]
+    graph, _ = custom_rag_graph(make_store(), replies, [grade("yes", "g-1")], checkpointer=InMemorySaver(), interrupt_before=["generate_answer"])
+    config = {"configurable": {"thread_id": "t-1"}}
+    first = graph.invoke({"messages": [{"role": "user", "content": QUESTION}]}, config)
+    assert first["messages"][-1].type == "tool" and graph.get_state(config).next == ("generate_answer",)
+    assert graph.invoke(None, config)["messages"][-1].content == answer
+
+    stopped, resumed = sorted([s for s in spans.all() if s.parent is None], key=lambda s: s.start_time)
+    assert stopped.attributes["rag.retrieval.rounds"] == 1 and "no_answer" in stopped.attributes["rag.metrics.status"]
+    assert stopped.attributes["rag.metrics.retrieved"] == 2
+    assert resumed.attributes["rag.retrieval.rounds"] == 0
+    assert "no_retrieval" in resumed.attributes["rag.metrics.status"] and "rag.metrics.cited" not in resumed.attributes
+    assert roles(spans) == ["tool_choice", "grader", "answer"]
