@@ -20,7 +20,8 @@ from typing import Any
 
 from opentelemetry import trace
 
-from .. import names
+from .. import names, state as state_module
+from ..assembly import ContextRecord
 from ..generation import Generate
 from ..guard import guard
 from ..retrieval import Retrieve
@@ -37,6 +38,7 @@ class Agent:
 
     ledger: Ledger = field(default_factory=Ledger)
     provider: Any = None
+    owns_root: bool = False  # its run is the pipeline (no app's rag_pipeline around it)
 
 
 @dataclass(eq=False)
@@ -130,11 +132,18 @@ def model_ended(agent: Agent, generate: Generate, response: Any) -> None:
     """An agent's model call ends: asking for tools it is ``tool_choice`` (as it opened); else it
     ends the loop and is the answer, scored against every round as it reaches its prompt."""
     message = getattr(response, "message", None)
-    if message is None or _asks_for_tools(message):
+    if message is None or asks_for_tools(message):
         return
     generate.role = names.ROLE_ANSWER
     if generate.attrs is not None:
         generate.attrs.set(names.RAG_GENERATION_ROLE, names.ROLE_ANSWER)
+    state = generate.state
+    if agent.owns_root and state is not None and state.retrieved_ids() - agent.ledger.seen:
+        # a retrieval of the run that is no round (a @ragtrace.retriever inside a tool): where its
+        # chunks sit in the prompt is unknown, so the answer's figures are not measured
+        generate.context = ContextRecord(method=names.INCLUSION_LOCATED)  # given: not looked up in the pipeline either
+        generate._context_unknown = state_module.STATUS_CONTEXT_UNKNOWN
+        return
     if agent.ledger.rounds and generate.prompt is not None:
         generate.context = answer_context(agent.ledger.rounds, generate.prompt, getattr(generate.span, "start_time", None), _open)
 
@@ -143,7 +152,7 @@ def _open(stage: Stage) -> None:
     stage.open()  # in the agent's pipeline (its state is current), beside the model call
 
 
-def _asks_for_tools(message: Any) -> bool:
+def asks_for_tools(message: Any) -> bool:
     blocks = getattr(message, "blocks", None) or []
     if any(getattr(block, "block_type", None) == "tool_call" for block in blocks):
         return True

@@ -200,7 +200,8 @@ class LlmCalls:
                 call.generate.item_arrived()
         elif kind in ("LLMCompletionEndEvent", "LLMChatEndEvent"):
             call.last_response, call.final = None, event.response
-            call.generate.record(event.response)
+            if call.agent is None or not _llama_index_agents.asks_for_tools(getattr(event.response, "message", None)):
+                call.generate.record(event.response)  # a call that only asks for tools has no text to read
             if call.streaming:
                 self.end_call(call)
 

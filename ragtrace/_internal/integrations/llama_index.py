@@ -219,6 +219,7 @@ class _Tracker:
         if state_module.current() is not None:
             self._open(id_, None, region)
             return
+        region.agent.owns_root = True
         self._open(id_, RagPipeline(type(instance).__name__, query=_llama_index_agents.user_message(args), tracer_provider=self.provider), region)
 
     def _enter_tool(self, id_: str, args: dict[str, Any], instance: Any, method: str, parent: str | None) -> None:
