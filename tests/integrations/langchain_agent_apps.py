@@ -52,7 +52,7 @@ def call(tool_name: str, query: str, call_id: str) -> AIMessage:
 
 
 # --- LangChain's "Build a RAG agent": create_agent with a content_and_artifact tool ------------------
-def rag_agent(store: InMemoryVectorStore, replies: list[AIMessage]):
+def rag_agent(store: InMemoryVectorStore, replies: list[AIMessage], middleware: tuple = ()):
     from langchain.agents import create_agent
 
     @tool(response_format="content_and_artifact")
@@ -64,7 +64,7 @@ def rag_agent(store: InMemoryVectorStore, replies: list[AIMessage]):
 
     model = ToolCallingFakeChatModel(messages=iter(replies))
     prompt = "You have access to a tool that retrieves context from a blog post. Use the tool to help answer user queries."
-    return create_agent(model, tools=[retrieve_context], system_prompt=prompt), model
+    return create_agent(model, tools=[retrieve_context], system_prompt=prompt, middleware=list(middleware)), model
 
 
 def two_step_agent(store: InMemoryVectorStore, reply: str):

@@ -407,3 +407,35 @@ def test_an_interrupted_and_resumed_graph_is_two_pipelines_and_behaves_as_withou
     assert resumed.attributes["rag.retrieval.rounds"] == 0
     assert "no_retrieval" in resumed.attributes["rag.metrics.status"] and "rag.metrics.cited" not in resumed.attributes
     assert roles(spans) == ["tool_choice", "grader", "answer"]
+
+
+def test_a_round_trimmed_from_the_answers_prompt_is_retrieved_not_in_context(spans):
+    """A middleware that sends the model only the last round (its tool call and tool message):
+    the first round's documents that no later round returned are retrieved, never shown."""
+    from langchain.agents.middleware import wrap_model_call
+
+    @wrap_model_call
+    def last_round_only(request, handler):
+        messages = request.messages
+        calls = [i for i, m in enumerate(messages) if m.type == "ai" and m.tool_calls]
+        kept = messages[:1] + messages[calls[-1]:] if len(calls) > 1 else messages
+        return handler(request.override(messages=kept))
+
+    answer = "Store credit is immediate [kb-credit]; returns take 30 days [kb-returns]."
+    replies = [call("retrieve_context", "refunds", "call-1"), call("retrieve_context", "delivery", "call-2"), AIMessage(content=answer)]
+    agent, _ = rag_agent(make_store(), replies, middleware=(last_round_only,))
+    assert run(agent, "invoke") == answer
+
+    root = [s for s in spans.all() if s.parent is None][0]
+    assemble = spans.one("assemble")
+    # prompt: system, user, AI(call-2), tool(call-2) = [returns, refunds]; round 1 = [refunds, credit]
+    assert list(assemble.attributes["rag.context.chunk_ids"]) == ["kb-returns", "kb-refunds"]
+    dropped = dict(zip(assemble.attributes["rag.context.dropped_ids"], assemble.attributes["rag.context.dropped_reasons"]))
+    assert dropped == {"kb-refunds": "duplicate", "kb-credit": "not_in_prompt"}
+    # R = {refunds, credit, returns}, C = {returns, refunds}. The cited kb-credit was trimmed away,
+    # and the tutorial's "Source: ...\nContent: ..." pieces carry no label: under the one citation
+    # rule a citation that resolves to nothing among unlabelled sources is unresolved, so the
+    # citation figures are not measured (the context figures are)
+    assert same(figures(root), {"retrieved": 3, "duplicate_chunks": 1, "in_context": 2, "context_precision": 2 / 3})
+    assert "citations_unresolved" in root.attributes["rag.metrics.status"]
+    assert root.attributes["rag.retrieval.rounds"] == 2
