@@ -173,6 +173,8 @@ class _RequestEnds(SpanProcessor):
             return
         context = span.get_span_context()
         key = (context.trace_id, context.span_id)
+        if key not in self.waiting:  # every span of the app ends here: no lock for the others
+            return
         with _lock:
             refs = self.waiting.pop(key, None)
             if refs is not None and not any(k[0] == key[0] for k in self.waiting):

@@ -366,7 +366,7 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(RAG_PIPELINE_ATTRIBUTE_PREFIX + "<key>", "any primitive", "pipeline", False, "Extra keyword arguments of rag_pipeline (version, route...)."),
     AttributeInfo(
         RAG_ROOT_ABANDONED, "string", "pipeline", False,
-        "An automatic root (OpenAI SDK apps) that ended with no answer, and why: replaced, idle, capacity, collected or exit.",
+        "An automatic root (OpenAI SDK apps) that ended with no answer, and why: request_ended, owner_gone, replaced, idle, capacity, collected or exit (docs/integrations.md, request boundaries).",
     ),
     AttributeInfo(RAG_QUERY_ID, "string", "pipeline", False, "Caller-supplied query id, for golden-set eval."),
     AttributeInfo(RAG_QUERY_HASH, "string", "pipeline", False, "Keyed digest (hash key) of the normalised query: joins golden sets under redaction."),
@@ -420,7 +420,7 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(RAG_CITATION_OUT_OF_CONTEXT_COUNT, "int", "generate", False, "Invalid citations naming a retrieved chunk that was not in the context (by its id, or a declared label that did not reach the prompt)."),
     AttributeInfo(RAG_CITATION_UNKNOWN_COUNT, "int", "generate", False, "Invalid citations naming nothing retrieved."),
     AttributeInfo(RAG_CITATION_OUT_OF_CONTEXT_IDS, "string[]", "generate", False, "The retrieved chunks the out-of-context citations name, first-cited first (absent when none)."),
-    AttributeInfo(RAG_CITATION_STATUS, "string", "generate", False, "Why the answer's citations are not scored: answer_unreadable, citation_pattern_failed, citations_unresolved, internal_error, state_evicted or outside_pipeline (absent when scored)."),
+    AttributeInfo(RAG_CITATION_STATUS, "string", "generate", False, "Why the answer's citations are not scored: answer_unreadable, citation_pattern_failed, citations_unresolved, internal_error, state_evicted, outside_pipeline, context_unknown or request_split (absent when scored)."),
     AttributeInfo(RAG_CITATION_FORMAT, "string", "generate", False, "json, inline or none."),
     AttributeInfo(RAG_CITATION_CONFORMANT, "boolean", "generate", False, "False when the answer has no parseable citation."),
     AttributeInfo(RAG_METRICS_STATUS, "string", "pipeline, generate", False, "Why figures are missing (absent when all were measured)."),

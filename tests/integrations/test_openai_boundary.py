@@ -302,8 +302,10 @@ def test_sequential_searches_of_one_call_are_not_guessed_into_one_request(instru
     sdk.chat.completions.create(model="gpt-4o-mini", messages=prompt(2, found))
     auto_root.end_open()
     roots = check_isolation(instrumented.all(), {2}, {1})
-    assert metrics(roots[2])["status"] == "request_split"
-    assert "rag.metrics.status" in instrumented.one("generate").attributes and "recall_proxy" not in metrics(instrumented.one("generate"))
+    assert roots[1].attributes["rag.root.abandoned"] == "replaced" and metrics(roots[2])["status"] == "request_split"
+    generated = instrumented.one("generate")
+    assert generated.attributes["rag.citation.status"] == "request_split" and "rag.citation.invalid_count" not in generated.attributes
+    assert metrics(generated)["status"] == "request_split" and "recall_proxy" not in metrics(generated)
 
 
 @pytest.mark.parametrize("with_pool", [False, True], ids=["inline", "thread_pool"])
