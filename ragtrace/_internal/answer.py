@@ -21,6 +21,7 @@ from . import figures, names
 from .assembly import ContextRecord
 from .citations import CitationPattern, CitationResult, parse_citations
 from .guard import warn_once
+from .keyed import HASHED_LABEL, label_key
 
 _GAPS = frozenset({names.DROP_NOT_FOUND, names.DROP_OUTSIDE_SOURCES})
 
@@ -83,7 +84,7 @@ def score(
     if citations.invalid_labels and context is not None and unresolvable(context):
         return Scored(figures.Answer(placements, citations.cited_ids, unmeasured=figures.STATUS_CITATIONS_UNRESOLVED), citations)
     outside = _outside(context, retrieved) if citations.invalid_labels else {}
-    named = [outside[key] for key in map(_fold, citations.invalid_labels) if key in outside]
+    named = _named(outside, citations.invalid_labels)
     answer = figures.Answer(placements, citations.cited_ids, citations.invalid_count, len(named))
     return Scored(answer, citations, tuple(dict.fromkeys(named)))
 
@@ -105,6 +106,20 @@ def _outside(context: ContextRecord | None, retrieved: Set[str]) -> dict[str, st
     if context is not None:
         keys.update((_fold(label), chunk_id) for label, chunk_id in context.unshown.items() if chunk_id not in placed)
     return keys
+
+
+def _named(outside: dict[str, str], labels: Iterable[str]) -> list[str]:
+    """The chunk ids ``labels`` name among ``outside``'s keys; a label carried as a keyed digest
+    (``keyed.label_key``, from another process in redact mode) is matched by the digest of the key."""
+    hashed = any(key.startswith(HASHED_LABEL) for key in outside)
+    named = []
+    for key in map(_fold, labels):
+        found = outside.get(key)
+        if found is None and hashed:
+            found = outside.get(label_key(key))
+        if found is not None:
+            named.append(found)
+    return named
 
 
 def _fold(key: str) -> str:

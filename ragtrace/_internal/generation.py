@@ -181,13 +181,15 @@ class Generate(Stage):
             if scored is None:  # ragtrace's own fault: the answer is not measured, never scored 0
                 scored = Scored(figures_module.Answer(context.placements if context else None, unmeasured=figures_module.STATUS_INTERNAL_ERROR), None)
             scored = _outside_a_pipeline(scored, state, context)
+            if state is not None and state.unavailable is not None:  # a carried record that can't be used
+                scored = Scored(figures_module.Answer(None, unmeasured=state.unavailable), scored.citations)
             self.citations, answer, self.out_of_context_ids = scored.citations, scored.answer, scored.out_of_context_ids
             self.citation_status = answer.unmeasured
             self.answer = answer
             if state is not None:
                 state.answers.append(answer)
                 state.answer_text = self.text
-            if answer.unmeasured == state_module.STATUS_STATE_EVICTED:  # its trace's retrievals are gone
+            if answer.unmeasured == state_module.STATUS_STATE_EVICTED or (state is not None and state.unavailable):  # its trace's retrievals are gone
                 result = figures_module.Figures(status=[answer.unmeasured])
             else:
                 result = state.figures_for_answer(answer) if state is not None else figures_module.compute([], [answer])

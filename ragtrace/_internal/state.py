@@ -59,6 +59,10 @@ class PipelineState:
     # may hold the framework's documents: dropped with the pipeline, never kept process-wide
     scopes: dict[Any, Any] = field(default_factory=dict)
     evicted: bool = False  # a trace's stand-in state after its own was dropped from the map
+    delegated: bool = False  # ragtrace.inject handed this pipeline's record to another process
+    # continue_pipeline whose carried record can't be used: why (figures.STATUS_REMOTE_CONTEXT_*);
+    # the origin's retrievals and contexts are unknown, so nothing is measured
+    unavailable: str | None = None
 
     def add_retrieval(self, chunks: list[Chunk], unreadable: int) -> list[Chunk]:
         """Record a retrieval's chunks (text dropped) and return them with canonical ids."""
@@ -101,6 +105,8 @@ class PipelineState:
     def figures_for_trace(self) -> Figures:
         """The trace's figures (the root's). With one answer and nothing retrieved since its own
         figures, they are the same inputs to the same pure function: computed once."""
+        if self.unavailable is not None:
+            return Figures(status=[self.unavailable])
         cached = self.answer_figures
         if cached is not None and len(self.answers) == 1 and self.answers[0] is cached[0] and cached[1:3] == (len(self.retrievals), self.unreadable):
             return cached[3]
