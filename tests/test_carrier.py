@@ -195,3 +195,33 @@ def test_the_delegated_root_records_no_figure_metric(spans, metric_reader) -> No
     assert [(a[names.RAG_STAGE], a[names.GEN_AI_WORKFLOW_NAME], a[names.RAG_PIPELINE_VERSION], n) for a, n in points] == [
         (names.STAGE_SEGMENT, "qa", "v1", 1)
     ]
+
+
+def test_a_located_context_keeps_the_resolution_rule_without_its_prompt(spans) -> None:
+    """The prompt shows [2] as a source label, but its text was reworded so the search can't find
+    it: a citation of [2] is unresolved (the search missed it), not made up, on both sides."""
+    prompt = f"Sources:\n[1] {DOCS[0]['content']}\n[2] A reworded second text.\n\nQuestion: q"
+    answer = "It says so [1] and [2]."
+
+    def assembled(headers: dict | None):
+        with ragtrace.rag_pipeline("qa") as run:
+            with ragtrace.retrieve("q") as found:
+                found.record(DOCS[:2])
+            with ragtrace.assemble() as context:
+                context.observe(DOCS[:2], prompt)
+            if headers is None:
+                with ragtrace.generate("m") as generation:
+                    generation.record(answer)
+            else:
+                assert ragtrace.inject(headers)
+        return run
+
+    one = assembled(None)
+    headers: dict = {}
+    assembled(headers)
+    with ragtrace.continue_pipeline(headers) as run:
+        with ragtrace.generate("m") as generation:
+            generation.record(answer)
+    assert one.status is not None and "citations_unresolved" in one.status
+    assert (run.metrics, run.status) == (one.metrics, one.status)
+    assert "reworded" not in zlib.decompress(carrier._unb64(headers[names.CARRIER_KEY].split(".")[1])).decode()

@@ -15,7 +15,9 @@ scores, positions, token counts and drop reasons are exported in every mode alre
 is neither the position nor the chunk id (a title) is carried as its keyed digest
 (``keyed.label_key``), which ``citation_keys`` resolves citations against. Duplicates by content
 travel as small class numbers, not as content hashes. Scores are rounded to 6 significant digits
-(the figures use ranks, not scores). Char offsets are not carried (the receiving side has no
+(the figures use ranks, not scores). Of a located or inferred context's prompt, only the source
+labels it shows travel, as keyed digests: the one citation-resolution rule (``answer``) reads
+them. Char offsets are not carried (the receiving side has no
 assemble span to put them on); its placements say -1.
 Pure apart from the key: no spans, no globals.
 """
@@ -33,11 +35,13 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from . import names
+from .answer import SEARCHED
 from .assembly import ContextRecord, Drop, Placement
 from .chunks import Chunk
 from .citation_syntax import fold
 from .figures import STATUS_REMOTE_CONTEXT_INVALID, STATUS_REMOTE_CONTEXT_TOO_LARGE
 from .keyed import HASHED_LABEL, label_key
+from .locate import shown_labels
 from .redaction import MODES, ContentPolicy
 from .state import PipelineState
 
@@ -124,7 +128,7 @@ def _retrievals_out(retrievals: list[list[Chunk]]) -> list[list[list[Any]]]:
 
 
 def _context_out(record: ContextRecord, policy: ContentPolicy) -> dict[str, Any]:
-    return {
+    document = {
         "m": record.method,
         "s": record.span_id,
         "k": record.max_tokens,
@@ -136,6 +140,9 @@ def _context_out(record: ContextRecord, policy: ContentPolicy) -> dict[str, Any]
         "a": [[_label_out(label, chunk_id, None, policy), chunk_id] for label, chunk_id in record.aliases.items()],
         "n": [[_label_out(label, chunk_id, None, policy), chunk_id] for label, chunk_id in record.unshown.items()],
     }
+    if record.method in SEARCHED and record.prompt is not None:  # what the resolution rule reads of the prompt
+        document["w"] = sorted(label_key(label)[len(HASHED_LABEL):] for label in shown_labels(record.prompt))
+    return document
 
 
 def _label_out(label: str, chunk_id: str, position: str | None, policy: ContentPolicy) -> Any:
@@ -232,6 +239,7 @@ def _context(document: Any) -> ContextRecord:
         span_id=None if span_id is None else _text(span_id),
         aliases={_label_in(label, _text(chunk_id), None): _text(chunk_id) for label, chunk_id in map(_list, _list(document["a"]))},
         unshown={_label_in(label, _text(chunk_id), None): _text(chunk_id) for label, chunk_id in map(_list, _list(document["n"]))},
+        shown_keys=frozenset(HASHED_LABEL + _text(key) for key in _list(document["w"])) if "w" in document else None,
     )
 
 
