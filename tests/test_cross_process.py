@@ -256,3 +256,40 @@ def test_documents_from_a_search_service_keep_their_ids(spans) -> None:
 
 
 
+
+
+def test_report_joins_the_two_sides_of_one_trace_and_checks_they_agree(service_b, spans, tmp_path, capsys) -> None:
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    from ragtrace.cli import main
+    from ragtrace.exporters.jsonl import JsonLinesExporter
+
+    url, b_path = service_b
+    a_path = tmp_path / "a.jsonl"
+    spans.provider.add_span_processor(SimpleSpanProcessor(JsonLinesExporter(a_path)))
+    golden = one_process("index", "full")
+    a_path.write_text("")  # only the hand-off below
+    run, _, reply = hand_off(url, "index", "full")
+
+    def report(*paths: Path) -> dict[str, Any]:
+        capsys.readouterr()
+        assert main(["report", "--no-config", "--json", *map(str, paths)]) == 0
+        rows = [row for row in json.loads(capsys.readouterr().out)["traces"] if row["trace_id"] == run.trace_id]
+        assert len(rows) == 1  # one pipeline, counted once
+        return rows[0]
+
+    joined = report(a_path, b_path)
+    # recomputed from A's retrieve and assemble spans and B's answer: the figures online, both files
+    # in either order; content duplicates are visible offline in hash mode only
+    assert {k: joined[k] for k in golden if k != "duplicate_chunks"} == {k: v for k, v in golden.items() if k != "duplicate_chunks"}
+    assert joined["status"] == [] and joined["recorded_mismatch"] in ([], ["duplicate_chunks"]) and joined["answers"] == 1
+    assert joined["labels"] == {"version": "v3", "route": "kb"}
+    assert {k: report(b_path, a_path)[k] for k in golden} == {k: joined[k] for k in golden}
+    alone = report(a_path)  # the answering side's export is missing: not measurable, never A's partial figures
+    assert alone["status"][0] == "pipeline_segment_missing" and alone["recall_proxy"] is None
+    # a segment whose recorded figures disagree with the joined recomputation is flagged, not trusted
+    changed = tmp_path / "b-changed.jsonl"
+    changed.write_text(b_path.read_text().replace('"rag.metrics.recall_proxy","value":{"doubleValue":0.4}', '"rag.metrics.recall_proxy","value":{"doubleValue":0.8}'))
+    assert changed.read_text() != b_path.read_text()
+    disagreeing = report(a_path, changed)
+    assert "recall_proxy" in disagreeing["recorded_mismatch"] and disagreeing["status"][0] == "spans_missing"

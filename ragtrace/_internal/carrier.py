@@ -39,11 +39,10 @@ from .answer import SEARCHED
 from .assembly import ContextRecord, Drop, Placement
 from .chunks import Chunk
 from .citation_syntax import fold
-from .figures import STATUS_REMOTE_CONTEXT_INVALID, STATUS_REMOTE_CONTEXT_TOO_LARGE
+from .state import STATUS_REMOTE_CONTEXT_INVALID, STATUS_REMOTE_CONTEXT_TOO_LARGE, PipelineState
 from .keyed import HASHED_LABEL, label_key
 from .locate import shown_labels
 from .redaction import MODES, ContentPolicy
-from .state import PipelineState
 
 VERSION: Final = "v1"
 # The most characters a token may have: typical servers accept 8 KB header lines, shared with the

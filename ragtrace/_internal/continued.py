@@ -26,7 +26,7 @@ from opentelemetry import propagate, trace
 
 from . import carrier as carrier_module
 from . import names, state as state_module
-from .figures import STATUS_REMOTE_CONTEXT_INVALID, STATUS_REMOTE_CONTEXT_MISSING, STATUS_REMOTE_CONTEXT_TOO_LARGE
+from .state import STATUS_REMOTE_CONTEXT_INVALID, STATUS_REMOTE_CONTEXT_MISSING, STATUS_REMOTE_CONTEXT_TOO_LARGE
 from .guard import call_guarded, warn_once
 from .keyed import ENV_KEY, shared_key
 from .pipeline import RagPipeline

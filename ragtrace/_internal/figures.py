@@ -42,12 +42,6 @@ STATUS_ANSWER_UNREADABLE = "answer_unreadable"  # an output ragtrace could not r
 STATUS_CITATION_PATTERN_FAILED = "citation_pattern_failed"  # the user's citation_pattern raised
 STATUS_CITATIONS_UNRESOLVED = "citations_unresolved"  # located context with gaps: a citation ragtrace can't resolve
 STATUS_INTERNAL_ERROR = "internal_error"  # ragtrace's own fault while scoring (logged once)
-# a continue_pipeline whose carried record (``carrier``) can't be used: nothing of the origin is known
-STATUS_REMOTE_CONTEXT_MISSING = "remote_context_missing"  # no ragtrace-context entry in the carrier
-STATUS_REMOTE_CONTEXT_INVALID = "remote_context_invalid"  # bad signature, expired, another trace, unreadable
-STATUS_REMOTE_CONTEXT_TOO_LARGE = "remote_context_too_large"  # over the carrier's size cap
-# not a reason figures are missing: the root handed them to another process (``rag.pipeline.delegated``)
-STATUS_DELEGATED = "delegated"
 
 
 class Retrieved(Protocol):

@@ -13,7 +13,6 @@ from typing import Any, TypeVar
 from opentelemetry import trace
 
 from . import config as config_module
-from . import figures as figures_module
 from . import names, otel_metrics, state as state_module
 from .guard import guard, warn_once
 from .redaction import Redactor
@@ -178,7 +177,7 @@ class RagPipeline(Stage):
         if state is None:
             return
         if state.delegated:  # another process's pipeline_segment carries the figures: counted once
-            self.status = figures_module.STATUS_DELEGATED
+            self.status = state_module.STATUS_DELEGATED
             if self.attrs is not None:
                 self.attrs.essential(names.RAG_PIPELINE_DELEGATED, True)
                 self.attrs.essential(names.RAG_METRICS_STATUS, self.status)

@@ -36,6 +36,12 @@ STATUS_STATE_EVICTED = "state_evicted"
 # an answer outside any pipeline, with no context in its trace, that cites labels: each would count
 # as invalid, but the likelier cause is that its stages are traces of their own
 STATUS_OUTSIDE_PIPELINE = "outside_pipeline"
+# a continue_pipeline whose carried record (``carrier``) can't be used: nothing of the origin is known
+STATUS_REMOTE_CONTEXT_MISSING = "remote_context_missing"  # no ragtrace-context entry in the carrier
+STATUS_REMOTE_CONTEXT_INVALID = "remote_context_invalid"  # bad signature, expired, another trace, unreadable
+STATUS_REMOTE_CONTEXT_TOO_LARGE = "remote_context_too_large"  # over the carrier's size cap
+# not a reason figures are missing: the root handed them to another process (``rag.pipeline.delegated``)
+STATUS_DELEGATED = "delegated"
 
 
 @dataclass(eq=False, slots=True)
