@@ -38,9 +38,9 @@ class KeyResolver:
                 if isinstance(key, str) and value is not None:
                     self.exact[key] = value if isinstance(value, str) else str(value)
         self._folded: dict[str, str] | None = None
-        # labels a cross-process record carried as keyed digests (``keyed.label_key``): rare, so
-        # the common parse never pays for them
-        self._hashed = any(key.startswith(HASHED_LABEL) for key in self.exact) if self.exact else False
+        # whether some labels are keyed digests a cross-process record carried (``keyed.label_key``):
+        # looked for at the first key that matches no label, so a parse whose keys all match never pays
+        self._hashed: bool | None = None
         self.cited: dict[str, None] = {}
         self.invalid: dict[str, None] = {}
 
@@ -54,8 +54,11 @@ class KeyResolver:
             for label, chunk_id in self.exact.items():
                 self._folded.setdefault(fold(label), chunk_id)
         found = self._folded.get(fold(key))
-        if found is None and self._hashed:
-            return self.exact.get(label_key(fold(key)))
+        if found is None and self._hashed is not False:
+            if self._hashed is None:
+                self._hashed = any(label.startswith(HASHED_LABEL) for label in self.exact)
+            if self._hashed:
+                return self.exact.get(label_key(fold(key)))
         return found
 
     def valid(self, key: str) -> bool:
