@@ -65,12 +65,14 @@ class Carried:
     retrievals: list[list[Chunk]]
     unreadable: int
     context: ContextRecord | None
+    unmeasured: str | None = None  # why the origin could not tell which assembly is this answer's
 
 
 def carried_of(state: PipelineState, trace_id: str) -> Carried:
-    """What the pipeline holds now: every retrieval, and the assembly an answer would be scored
-    against (the latest)."""
-    return Carried(trace_id, dict(state.labels), state.config.content.mode, state.retrievals, state.unreadable, state.latest_context())
+    """What the pipeline holds now: every retrieval, and the assembly an answer made here would be
+    scored against (the one bound to this task or thread), or why that can't be told."""
+    context, unknown = state.context_for_answer(answer=False)
+    return Carried(trace_id, dict(state.labels), state.config.content.mode, state.retrievals, state.unreadable, context, unknown)
 
 
 # --- sealing (the sending side) -------------------------------------------------------------------
@@ -86,6 +88,8 @@ def seal(carried: Carried, key: bytes, policy: ContentPolicy, *, expires: int) -
         "u": carried.unreadable,
         "c": _context_out(carried.context, policy) if carried.context is not None else None,
     }
+    if carried.unmeasured is not None:
+        document["z"] = carried.unmeasured
     return _signed(document, key)
 
 
@@ -207,8 +211,9 @@ def _carried(document: dict[str, Any], trace_id: str) -> Carried:
     if mode not in MODES:
         raise ValueError(mode)
     retrievals = [[_chunk(row) for row in _list(retrieval)] for retrieval in _list(document["r"])]
-    context = document["c"]
-    return Carried(trace_id, labels, mode, retrievals, _count(document["u"]), _context(context) if context is not None else None)
+    context, unknown = document["c"], document.get("z")
+    carried = _context(context) if context is not None else None
+    return Carried(trace_id, labels, mode, retrievals, _count(document["u"]), carried, None if unknown is None else _text(unknown))
 
 
 def _chunk(row: Any) -> Chunk:

@@ -135,10 +135,11 @@ class ContinuedPipeline(RagPipeline):
         state = super().find_state()
         carried = self._carried
         if carried is None:
-            state.unavailable = self.remote_status
+            state.unmeasured = self.remote_status
             return state
         state.retrievals = carried.retrievals
         state.unreadable = carried.unreadable
+        state.unmeasured = carried.unmeasured  # the origin could not tell which assembly was this answer's
         if carried.context is not None:
             state.contexts.append(carried.context)
         return state
