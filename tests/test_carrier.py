@@ -225,3 +225,43 @@ def test_a_located_context_keeps_the_resolution_rule_without_its_prompt(spans) -
     assert one.status is not None and "citations_unresolved" in one.status
     assert (run.metrics, run.status) == (one.metrics, one.status)
     assert "reworded" not in zlib.decompress(carrier._unb64(headers[names.CARRIER_KEY].split(".")[1])).decode()
+
+
+def test_inject_carries_the_assembly_of_its_own_thread_or_says_it_cant_tell(spans) -> None:
+    import contextvars
+    import threading
+
+    def assemble(docs, out, together):
+        with ragtrace.assemble() as context:
+            for doc in docs:
+                context.add(doc)
+            context.render(question="q")
+        if out is not None:
+            assert ragtrace.inject(out)
+        together.wait(10)  # both threads alive at once: two tasks of one pipeline
+
+    mine: dict = {}
+    unknown: dict = {}
+    for headers, inject_in_thread in ((mine, True), (unknown, False)):
+        with ragtrace.rag_pipeline("qa"):
+            with ragtrace.retrieve("q") as found:
+                found.record(DOCS)
+            together = threading.Barrier(2)
+            threads = [
+                threading.Thread(target=contextvars.copy_context().run, args=(assemble, DOCS[: i + 1], headers if inject_in_thread and i == 0 else None, together))
+                for i in range(2)
+            ]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            if not inject_in_thread:
+                assert ragtrace.inject(headers)
+    with ragtrace.continue_pipeline(mine) as run:
+        with ragtrace.generate("m") as generation:
+            generation.record("Yes [1].")
+    assert run.metrics["in_context"] == 1 and run.metrics["cited"] == 1  # the first thread's one chunk, not the later two
+    with ragtrace.continue_pipeline(unknown) as run:
+        with ragtrace.generate("m") as generation:
+            generation.record("Yes [1].")
+    assert run.status == "context_unknown" and run.metrics == {}
