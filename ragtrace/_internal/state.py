@@ -190,6 +190,11 @@ auto_root: Callable[[], Any] = _auto_root.get
 set_auto_root: Callable[[Any], object] = _auto_root.set
 
 
+def reset_auto_root(token: object) -> None:
+    """Undo ``set_auto_root`` (an agent's tool call sets one for the stages inside it)."""
+    _auto_root.reset(token)  # type: ignore[arg-type]
+
+
 def for_span(span: Span, config: Config) -> PipelineState | None:
     """The pipeline's state, or the shared state of the span's trace when outside a pipeline."""
     state = _current.get()
