@@ -27,6 +27,9 @@ STAGE_ASSEMBLE: Final = "assemble"
 STAGE_GENERATE: Final = "generate"
 STAGE_EVALUATION: Final = "evaluation"  # a score of a run (record_score); not a step of the pipeline
 STAGE_TOOL: Final = "tool"  # an agent's tool call; a retrieval through it is a retrieve span under it
+# this process's part of a pipeline that another process started (continue_pipeline): its figures
+# are the pipeline's, and it is not counted as a pipeline of its own
+STAGE_SEGMENT: Final = "pipeline_segment"
 
 # gen_ai.operation.name values. "rerank" is a custom value (no OTel rerank operation exists yet).
 OP_WORKFLOW: Final = "invoke_workflow"
@@ -88,6 +91,12 @@ RAG_CONTENT_MODE: Final = "rag.content_mode"
 RAG_CONTENT_SAMPLED: Final = "rag.content_sampled"
 RAG_CONTENT_SAMPLE_SHARE: Final = "rag.content_sample_share"
 RAG_UNREADABLE_ITEMS: Final = "rag.unreadable_items"
+# the root of a pipeline whose answer another process scores (ragtrace.inject): it has no figures
+RAG_PIPELINE_DELEGATED: Final = "rag.pipeline.delegated"
+
+# --- ragtrace: cross-process carrier ------------------------------------------------------------
+# the entry ragtrace.inject writes into a carrier (HTTP headers, a message's attributes, a JSON body)
+CARRIER_KEY: Final = "ragtrace-context"
 
 # --- ragtrace: retrieval ----------------------------------------------------------------------
 RAG_RETRIEVAL_CHUNK_IDS: Final = "rag.retrieval.chunk_ids"
@@ -362,8 +371,9 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(GEN_AI_INPUT_MESSAGES, "string (JSON)", "generate", True, "Prompt as GenAI input messages."),
     AttributeInfo(GEN_AI_OUTPUT_MESSAGES, "string (JSON)", "generate", True, "Completion as GenAI output messages."),
     AttributeInfo(ERROR_TYPE, "string", _ALL, False, "Exception type name when the stage failed."),
-    AttributeInfo(RAG_STAGE, "string", _ALL, False, "pipeline, embed, retrieve, rerank, assemble, generate; tool on an agent's tool call; evaluation on a record_score span."),
+    AttributeInfo(RAG_STAGE, "string", _ALL, False, "pipeline, embed, retrieve, rerank, assemble, generate; tool on an agent's tool call; evaluation on a record_score span; pipeline_segment on a continue_pipeline span."),
     AttributeInfo(RAG_PIPELINE_ATTRIBUTE_PREFIX + "<key>", "any primitive", "pipeline", False, "Extra keyword arguments of rag_pipeline (version, route...)."),
+    AttributeInfo(RAG_PIPELINE_DELEGATED, "boolean", "pipeline", False, "True when ragtrace.inject handed the pipeline's record to another process: that process's pipeline_segment span carries the figures, this root none (rag.metrics.status=delegated)."),
     AttributeInfo(
         RAG_ROOT_ABANDONED, "string", "pipeline", False,
         "An automatic root (OpenAI SDK apps) that ended with no answer, and why: request_ended, owner_gone, replaced, idle, capacity, collected or exit (docs/integrations.md, request boundaries).",
@@ -420,10 +430,10 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(RAG_CITATION_OUT_OF_CONTEXT_COUNT, "int", "generate", False, "Invalid citations naming a retrieved chunk that was not in the context (by its id, or a declared label that did not reach the prompt)."),
     AttributeInfo(RAG_CITATION_UNKNOWN_COUNT, "int", "generate", False, "Invalid citations naming nothing retrieved."),
     AttributeInfo(RAG_CITATION_OUT_OF_CONTEXT_IDS, "string[]", "generate", False, "The retrieved chunks the out-of-context citations name, first-cited first (absent when none)."),
-    AttributeInfo(RAG_CITATION_STATUS, "string", "generate", False, "Why the answer's citations are not scored: answer_unreadable, citation_pattern_failed, citations_unresolved, internal_error, state_evicted, outside_pipeline, context_unknown or request_split (absent when scored)."),
+    AttributeInfo(RAG_CITATION_STATUS, "string", "generate", False, "Why the answer's citations are not scored: answer_unreadable, citation_pattern_failed, citations_unresolved, internal_error, state_evicted, outside_pipeline, context_unknown, request_split, remote_context_missing, remote_context_invalid or remote_context_too_large (absent when scored)."),
     AttributeInfo(RAG_CITATION_FORMAT, "string", "generate", False, "json, inline or none."),
     AttributeInfo(RAG_CITATION_CONFORMANT, "boolean", "generate", False, "False when the answer has no parseable citation."),
-    AttributeInfo(RAG_METRICS_STATUS, "string", "pipeline, generate", False, "Why figures are missing (absent when all were measured)."),
+    AttributeInfo(RAG_METRICS_STATUS, "string", "pipeline, pipeline_segment, generate", False, "Why figures are missing (absent when all were measured); delegated on a root whose figures another process's pipeline_segment carries."),
     AttributeInfo(RAG_METRICS_INCLUSION_METHOD, "string", "pipeline, generate", False, "How the context the figures rest on was known: recorded, declared or located (comma-separated when a trace mixes them)."),
     AttributeInfo(metric_attribute(METRIC_RETRIEVED), "int", "pipeline, generate", False, "|R|: unique retrieved chunks."),
     AttributeInfo(metric_attribute(METRIC_IN_CONTEXT), "int", "pipeline, generate", False, "|C|: in-context chunks."),
