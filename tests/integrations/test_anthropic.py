@@ -230,3 +230,33 @@ def test_uninstrument_restores_the_sdk(spans):
     assert (module.Messages.create, module.Messages.stream, module.AsyncMessages.create, module.AsyncMessages.stream) == originals
     FakeAnthropic(message(ANSWER)).client().messages.create(**ask(RESULTS))
     assert spans.all() == []
+
+
+def test_a_stream_closed_early_records_what_the_app_read(instrumented):
+    """The app stops after the first block's events (message_start, block start, citation, text,
+    block stop): the answer is the first block's text and cites A only. By hand: cited 1,
+    recall 1/3, cited positions [1]; the span ends at close."""
+    stream = FakeAnthropic(message(ANSWER)).client().messages.create(**ask(RESULTS), stream=True)
+    with stream:
+        for _, event in zip(range(5), stream):
+            pass
+    assert event.type == "content_block_stop"
+    generated = instrumented.one("generate")
+    assert list(generated.attributes["rag.citation.ids"]) == [A[0]]
+    got = metrics(instrumented.one("pipeline"))
+    assert (got["cited"], list(got["cited_positions"])) == (1, [1]) and math.isclose(got["recall_proxy"], 1 / 3)
+
+
+def test_an_api_error_passes_through_and_ends_the_pipeline(instrumented):
+    import httpx2
+
+    def refuse(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(529, json={"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+
+    client = anthropic.Anthropic(api_key="sk-ant-test", max_retries=0, http_client=httpx2.Client(transport=httpx2.MockTransport(refuse)))
+    with pytest.raises(anthropic.APIStatusError) as raised:
+        client.messages.create(**ask(RESULTS))
+    assert raised.value.status_code == 529
+    generated, root = instrumented.one("generate"), instrumented.one("pipeline")
+    assert generated.status.status_code.name == "ERROR" and root.end_time is not None
+    assert len(instrumented.by_stage("retrieve")) == 1  # the sources were given, whatever the model did
