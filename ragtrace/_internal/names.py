@@ -408,6 +408,7 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(GEN_AI_TOOL_NAME, "string", "tool", False, "The tool an agent called."),
     AttributeInfo(GEN_AI_TOOL_CALL_ID, "string", "tool", False, "The model's id for the tool call (when the framework gives one)."),
     AttributeInfo(GEN_AI_TOOL_TYPE, "string", "tool", False, "function."),
+    AttributeInfo(OI_TOOL_NAME, "string", "tool", False, "OpenInference's tool name, the same as gen_ai.tool.name (openinference=True)."),
     AttributeInfo(RAG_RERANK_TOP_N, "int", "rerank", False, "How many results the reranker keeps."),
     AttributeInfo(RAG_RERANK_INPUT_COUNT, "int", "rerank", False, "Candidates in."),
     AttributeInfo(RAG_RERANK_OUTPUT_COUNT, "int", "rerank", False, "Results out."),
