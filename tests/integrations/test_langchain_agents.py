@@ -479,3 +479,14 @@ def test_a_graph_node_running_a_plain_chain_keeps_the_chains_declared_assembly(s
     assert list(assemble.attributes["rag.context.labels"]) == SEARCHES["refunds"]
     found = figures(root)
     assert (found["retrieved"], found["in_context"], found["cited"], found["cited_positions"]) == (2, 2, 1, (1,))
+
+
+def test_a_stream_the_app_leaves_early_ends_its_pipeline_and_scores_nothing(spans):
+    agent, _ = rag_agent(make_store(), [call("retrieve_context", "refunds", "call-1"), AIMessage(content="Five days [kb-refunds].")])
+    stream = agent.stream({"messages": [{"role": "user", "content": QUESTION}]}, stream_mode="updates")
+    next(stream)  # the first update (the tool-choosing model call), then the app stops reading
+    stream.close()
+    (root,) = [s for s in spans.all() if s.parent is None]
+    assert root.status.status_code.name == "ERROR"  # LangGraph ends the run with GeneratorExit
+    assert roles(spans) == ["tool_choice"] and not spans.by_stage("retrieve")
+    assert "rag.metrics.cited" not in root.attributes
