@@ -123,15 +123,19 @@ def test_async_create_and_async_stream(instrumented):
         reply = await client.messages.create(**ask(RESULTS))
         async with client.messages.stream(**ask(RESULTS)) as stream:
             text = await stream.get_final_text()
-        return reply.content[0].text + "|" + text
+        events = await client.messages.create(**ask(RESULTS), stream=True)
+        assert isinstance(events, anthropic.AsyncStream)
+        async with events:
+            deltas = [e.delta.text async for e in events if e.type == "content_block_delta" and e.delta.type == "text_delta"]
+        return reply.content[0].text + "|" + text + "|" + "".join(deltas)
 
-    assert asyncio.run(app()) == ANSWER[0][0] + "|" + TEXT
+    assert asyncio.run(app()) == ANSWER[0][0] + "|" + TEXT + "|" + TEXT
     roots = instrumented.by_stage("pipeline")
-    assert len(roots) == 2 and len({r.context.trace_id for r in roots}) == 2  # one pipeline per call
+    assert len(roots) == 3 and len({r.context.trace_id for r in roots}) == 3  # one pipeline per call
     for root in roots:
         got = metrics(root)
         assert (got["retrieved"], got["in_context"], got["cited"]) == (3, 3, 2) and math.isclose(got["recall_proxy"], 2 / 3)
-    assert sorted(bool(g.attributes.get("gen_ai.request.stream")) for g in instrumented.by_stage("generate")) == [False, True]
+    assert sorted(bool(g.attributes.get("gen_ai.request.stream")) for g in instrumented.by_stage("generate")) == [False, True, True]
 
 
 def test_search_results_inside_a_tool_result(instrumented):
