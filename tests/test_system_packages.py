@@ -120,7 +120,13 @@ def test_as_a_real_unprivileged_user_it_stops_at_once_with_one_line(tmp_path):
 
 def test_make_test_runs_it_before_anything_else_and_ci_runs_only_make_test():
     root = SCRIPT.parent.parent
-    plan = subprocess.run(["make", "-n", "test", "VENV=/nonexistent-venv"], cwd=root, capture_output=True, text=True, timeout=30)
+    # Under make test itself this runs inside a make: without its MAKELEVEL/MAKEFLAGS the plan is
+    # printed as a top-level make's, with no "Entering directory" line before it.
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+    plan = subprocess.run(
+        ["make", "--no-print-directory", "-n", "test", "VENV=/nonexistent-venv"],
+        cwd=root, capture_output=True, text=True, timeout=30, env=env,
+    )
     first = plan.stdout.splitlines()[0]
     assert first == "tools/system_packages.sh", plan.stdout
     ci = [line for line in (root / ".ci" / "run").read_text().splitlines() if line and not line.startswith("#")]
