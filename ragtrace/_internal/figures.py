@@ -13,7 +13,17 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, Union
 
-from .names import (
+from .names import (  # the status reasons live in names.py; imported here for the modules that set them
+    STATUS_ANSWER_UNREADABLE,
+    STATUS_CITATION_PATTERN_FAILED,
+    STATUS_CITATIONS_UNRESOLVED,
+    STATUS_EMPTY_CONTEXT,
+    STATUS_EMPTY_RETRIEVAL,
+    STATUS_INTERNAL_ERROR,
+    STATUS_NO_ANSWER,
+    STATUS_NO_CONTEXT,
+    STATUS_NO_RETRIEVAL,
+    STATUS_UNREADABLE_RETRIEVAL,
     METRIC_CITED,
     METRIC_CITED_POSITIONS,
     METRIC_CONTEXT_PRECISION,
@@ -30,18 +40,6 @@ from .names import (
 )
 
 FigureValue = Union[int, float, list[int]]
-
-STATUS_NO_RETRIEVAL = "no_retrieval"
-STATUS_EMPTY_RETRIEVAL = "empty_retrieval"
-STATUS_UNREADABLE_RETRIEVAL = "retrieved_chunks_unreadable"
-STATUS_NO_CONTEXT = "no_context"
-STATUS_EMPTY_CONTEXT = "empty_context"
-STATUS_NO_ANSWER = "no_answer"
-# why an answer's citations are not scored (``Answer.unmeasured``; ``rag.citation.status``)
-STATUS_ANSWER_UNREADABLE = "answer_unreadable"  # an output ragtrace could not read as text
-STATUS_CITATION_PATTERN_FAILED = "citation_pattern_failed"  # the user's citation_pattern raised
-STATUS_CITATIONS_UNRESOLVED = "citations_unresolved"  # located context with gaps: a citation ragtrace can't resolve
-STATUS_INTERNAL_ERROR = "internal_error"  # ragtrace's own fault while scoring (logged once)
 
 
 class Retrieved(Protocol):

@@ -30,12 +30,6 @@ from .guard import new_locks_after_fork, warn_once
 
 _IMPLICIT_CAPACITY = 256
 _EVICTED_CAPACITY = 16 * _IMPLICIT_CAPACITY  # trace ids (ints) remembered as evicted
-# the figures status (``rag.metrics.status``, ``rag.citation.status``) of a generation whose trace's
-# state was evicted: its retrievals and contexts are gone, so nothing of it is measured
-STATUS_STATE_EVICTED = "state_evicted"
-# an answer outside any pipeline, with no context in its trace, that cites labels: each would count
-# as invalid, but the likelier cause is that its stages are traces of their own
-STATUS_OUTSIDE_PIPELINE = "outside_pipeline"
 
 
 @dataclass(eq=False, slots=True)
