@@ -100,10 +100,11 @@ def fleet(tmp_path_factory) -> Fleet:
         "rule_files": [str(fleet_views.SHIPPED / fleet_views.RULES_FILE)],
         "scrape_configs": [{"job_name": JOB, "static_configs": [{"targets": [f"127.0.0.1:{app_port}"]}]}],
     }))
+    log = open(home / "prometheus.log", "w")  # noqa: SIM115 - closed after the server
     server = subprocess.Popen(
         [prometheus, f"--config.file={home / 'prometheus.yml'}", f"--storage.tsdb.path={home / 'data'}",
          f"--web.listen-address=127.0.0.1:{prom_port}", "--log.level=warn"],
-        stdout=subprocess.DEVNULL, stderr=open(home / "prometheus.log", "w"),  # noqa: SIM115 - closed with the process
+        stdout=subprocess.DEVNULL, stderr=log,
     )
     try:
         assert json.loads(workload.stdout.readline()) == {"ready": True}
@@ -139,6 +140,7 @@ def fleet(tmp_path_factory) -> Fleet:
         workload.wait(timeout=20)
         server.terminate()
         server.wait(timeout=20)
+        log.close()
 
 
 # --- the truth, worked out by hand from workload.SHAPES and workload.RUNS ------------------------
@@ -329,10 +331,10 @@ def test_queries_use_only_names_and_labels_ragtrace_emits(fleet):
         bare = re.sub(r'"[^"]*"', '""', expr)  # no label values
         # metric names: what is left without matchers, windows, groupings, calls and keywords
         names_only = re.sub(r"label_values\((.+), \w+\)", r"\1", bare)
-        names_only = re.sub(r"\{[^}]*\}|\[[^\]]*\]|(?:by|on|ignoring) ?\([^)]*\)|\b\d+[smh]\b", " ", names_only)
+        names_only = re.sub(r"\{[^}]*\}|\[[^\]]*\]|\b(?:by|on|ignoring) ?\([^)]*\)|\b\d+[smh]\b", " ", names_only)
         identifiers = re.findall(r"(?<![\w:.])[a-zA-Z_:][\w:]*(?![\w:])(?!\s*\()", names_only)
         used_names |= {n for n in identifiers if n not in keywords}
-        for group in re.findall(r"(?:by|on|ignoring) ?\(([^)]*)\)", bare):
+        for group in re.findall(r"\b(?:by|on|ignoring) ?\(([^)]*)\)", bare):
             used_labels |= {label.strip() for label in group.split(",")}
         used_labels |= set(re.findall(r"([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!=|!~|=)\s*\"", bare))
         used_labels |= set(re.findall(r"label_values\(.*, (\w+)\)", expr))
