@@ -213,7 +213,8 @@ METRIC_TIME_TO_FIRST_CHUNK: Final = "gen_ai.client.operation.time_to_first_chunk
 METRIC_TIME_PER_OUTPUT_CHUNK: Final = "gen_ai.client.operation.time_per_output_chunk"
 RAG_PIPELINE_VERSION: Final = "rag.pipeline.version"
 RAG_PIPELINE_ROUTE: Final = "rag.pipeline.route"
-# an automatic root (``auto_root``) that ended with no answer: why (replaced, idle, capacity, collected, exit)
+# an automatic root (``auto_root``) that ended with no answer: why (request_ended, owner_gone, replaced,
+# idle, capacity, collected, exit)
 RAG_ROOT_ABANDONED: Final = "rag.root.abandoned"
 # the fleet view's metrics (docs/fleet.md): runs by figures status, citations by kind, wasted
 # tokens, and one histogram of record_score's judge scores labelled by score name
@@ -248,16 +249,22 @@ STATUS_INTERNAL_ERROR: Final = "internal_error"  # ragtrace's own fault while sc
 # a generation whose trace's state was evicted: its retrievals and contexts are gone, so nothing of
 # it is measured
 STATUS_STATE_EVICTED: Final = "state_evicted"
+# an automatic root opened by a search of the same request as the root it replaced (its 33rd, or
+# one after a long idle): that request's first searches are in the other root, so nothing is measured
+STATUS_REQUEST_SPLIT: Final = "request_split"
 # an answer outside any pipeline, with no context in its trace, that cites labels: each would count
 # as invalid, but the likelier cause is that its stages are traces of their own
 STATUS_OUTSIDE_PIPELINE: Final = "outside_pipeline"
+# an answer whose own context can't be told: its pipeline has assemblies made in several tasks or
+# threads, none of them in the answer's, and more than one not yet answered
+STATUS_CONTEXT_UNKNOWN: Final = "context_unknown"
 # run.status when neither a TracerProvider nor a MeterProvider is set: nothing was measured
 STATUS_TELEMETRY_OFF: Final = "telemetry_off"
 METRICS_STATUS_REASONS: Final = frozenset({
     STATUS_NO_RETRIEVAL, STATUS_EMPTY_RETRIEVAL, STATUS_UNREADABLE_RETRIEVAL, STATUS_NO_CONTEXT,
     STATUS_EMPTY_CONTEXT, STATUS_NO_ANSWER, STATUS_ANSWER_UNREADABLE, STATUS_CITATION_PATTERN_FAILED,
-    STATUS_CITATIONS_UNRESOLVED, STATUS_INTERNAL_ERROR, STATUS_STATE_EVICTED, STATUS_OUTSIDE_PIPELINE,
-    STATUS_TELEMETRY_OFF,
+    STATUS_CITATIONS_UNRESOLVED, STATUS_INTERNAL_ERROR, STATUS_STATE_EVICTED, STATUS_REQUEST_SPLIT,
+    STATUS_OUTSIDE_PIPELINE, STATUS_CONTEXT_UNKNOWN, STATUS_TELEMETRY_OFF,
 })
 # the rag.metrics.status label of rag.pipeline.runs besides the reasons
 METRICS_STATUS_MEASURED: Final = "measured"  # every figure of the run was measured
