@@ -355,6 +355,40 @@ def test_langchain_rag_without_its_ragtrace_lines_is_the_same_app(tmp_path):
     assert done.stdout == run_ok("langchain_rag", f"jsonl:{tmp_path / 'spans.jsonl'}", cwd=tmp_path)
 
 
+# --- an agent (LangChain create_agent), turned on with one line -----------------------------------
+def test_agentic_rag(tmp_path):
+    pytest.importorskip("langchain.agents", reason="langchain 1.x (create_agent) needs Python >= 3.11")
+    out = run_ok("agentic_rag", f"jsonl:{tmp_path / 'spans.jsonl'}", cwd=tmp_path)
+    assert re.findall(r"^A: (.+)$", out, re.M) == ["A refund takes 5 business days [kb-refunds]; returns are open for 30 days [kb-returns]."]
+    (trace,) = by_trace(read_spans(tmp_path / "spans.jsonl")).values()
+    (root,) = [s for s in trace if s["parent"] is None]
+    tools = {s["id"] for s in trace if s["attributes"]["rag.stage"] == "tool"}
+    for span in trace:  # each retrieval under its tool call, the rest under the root
+        if span is not root:
+            assert (span["parent"] in tools) is (span["attributes"]["rag.stage"] == "retrieve")
+            assert span["parent"] in tools or span["parent"] == root["id"]
+    assert root["name"] == "invoke_workflow LangGraph" and root["resource"]["service.name"] == "agentic-rag"
+    assert sorted(s["attributes"]["rag.stage"] for s in trace) == ["assemble", "generate", "generate", "generate", "pipeline", "retrieve", "retrieve", "tool", "tool"]
+    assert [s["attributes"]["rag.generation.role"] for s in trace if s["attributes"]["rag.stage"] == "generate"] == ["tool_choice", "tool_choice", "answer"]
+    rounds = [s["attributes"]["rag.retrieval.chunk_ids"] for s in trace if s["attributes"]["rag.stage"] == "retrieve"]
+    assert rounds == [["kb-refunds", "kb-credit"], ["kb-returns", "kb-refunds"]]
+    assert stage(trace, "assemble")["attributes"]["rag.context.chunk_ids"] == ["kb-refunds", "kb-credit", "kb-returns"]
+    # R = {refunds, credit, returns} (refunds twice), C = R, K = {refunds (round 1), returns (round 2)}
+    got = figures(root)
+    assert (got["retrieved"], got["duplicate_chunks"], got["in_context"], got["cited"], got["cited_positions"]) == (3, 1, 3, 2, [1, 3])
+    assert math.isclose(got["recall_proxy"], 2 / 3) and math.isclose(got["context_utilization"], 2 / 3)
+    assert root["attributes"]["rag.retrieval.rounds"] == 2
+
+
+def test_agentic_rag_without_its_ragtrace_lines_is_the_same_app(tmp_path):
+    pytest.importorskip("langchain.agents", reason="langchain 1.x (create_agent) needs Python >= 3.11")
+    plain, ours = without_ragtrace_lines("agentic_rag", tmp_path)
+    assert ours == ["import ragtrace  # ragtrace", "ragtrace.configure", "ragtrace.instrument"]
+    done = run(plain, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == run_ok("agentic_rag", f"jsonl:{tmp_path / 'spans.jsonl'}", cwd=tmp_path)
+
+
 # --- LlamaIndex, turned on with one line ---------------------------------------------------------
 def test_llamaindex_rag(tmp_path):
     out = run_ok("llamaindex_rag", f"jsonl:{tmp_path / 'spans.jsonl'}", cwd=tmp_path)

@@ -27,11 +27,23 @@ from .chunks import STAND_IN, Chunk
 from .config import Config
 from . import figures as figures_module
 from . import names
+from .names import (  # noqa: F401 - read here by the modules that set them
+    STATUS_CONTEXT_UNKNOWN,
+    STATUS_DELEGATED,
+    STATUS_OUTSIDE_PIPELINE,
+    STATUS_REMOTE_CONTEXT_INVALID,
+    STATUS_REMOTE_CONTEXT_MISSING,
+    STATUS_REMOTE_CONTEXT_TOO_LARGE,
+    STATUS_REQUEST_SPLIT,
+    STATUS_STATE_EVICTED,
+)
 from .figures import Answer, Figures
 from .guard import new_locks_after_fork, warn_once
 
 _IMPLICIT_CAPACITY = 256
 _EVICTED_CAPACITY = 16 * _IMPLICIT_CAPACITY  # trace ids (ints) remembered as evicted
+# the statuses a pipeline's state gives (spelled in names.py, with every other reason)
+REMOTE_CONTEXT_STATUSES = frozenset({STATUS_REMOTE_CONTEXT_MISSING, STATUS_REMOTE_CONTEXT_INVALID, STATUS_REMOTE_CONTEXT_TOO_LARGE})
 
 
 @dataclass(eq=False, slots=True)
@@ -55,7 +67,8 @@ class PipelineState:
     # may hold the framework's documents: dropped with the pipeline, never kept process-wide
     scopes: dict[Any, Any] = field(default_factory=dict)
     evicted: bool = False  # a trace's stand-in state after its own was dropped from the map
-    unmeasured: str | None = None  # a status reason: this pipeline's figures can't be known (``auto_root``)
+    unmeasured: str | None = None  # a status reason: this pipeline's figures can't be known (``auto_root``, ``continued``)
+    delegated: bool = False  # ragtrace.inject handed this pipeline's record to another process
     # the assemblies bound to the contexts (task or thread) that made them (``bind_context``):
     # token (held in that context) -> record, where each was made, and which ones an answer took
     _bound: dict[object, ContextRecord] = field(default_factory=dict)
@@ -110,7 +123,7 @@ class PipelineState:
             elif len(unanswered) == 1:
                 record = unanswered[0]
             else:
-                return None, names.STATUS_CONTEXT_UNKNOWN
+                return None, STATUS_CONTEXT_UNKNOWN
         if record is not None and answer:
             self._answered.add(id(record))
         return record, None
@@ -118,7 +131,7 @@ class PipelineState:
     def unanswered_contexts(self) -> list[ContextRecord]:
         """Contexts no answer was recorded against (they still count for |C|); every context when
         an answer's own one can't be told (they are all the pipeline's, whichever it was)."""
-        if not self.answers or any(a.unmeasured == names.STATUS_CONTEXT_UNKNOWN for a in self.answers):
+        if not self.answers or any(a.unmeasured == STATUS_CONTEXT_UNKNOWN for a in self.answers):
             return self.contexts
         return []
 
@@ -169,6 +182,11 @@ def deactivate(token: object) -> None:
 
 auto_root: Callable[[], Any] = _auto_root.get
 set_auto_root: Callable[[Any], object] = _auto_root.set
+
+
+def reset_auto_root(token: object) -> None:
+    """Undo ``set_auto_root`` (an agent's tool call sets one for the stages inside it)."""
+    _auto_root.reset(token)  # type: ignore[arg-type]
 
 
 def for_span(span: Span, config: Config) -> PipelineState | None:

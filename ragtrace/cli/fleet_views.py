@@ -55,16 +55,20 @@ def mean(histogram: str, by: str, selector: str = FILTER, window: str = WINDOW) 
     return f"sum by ({by}) ({rate(histogram + '_sum', selector, window)}) / sum by ({by}) ({rate(histogram + '_count', selector, window)})"
 
 
-def share(series: str, part: str, by: str, selector: str = FILTER, window: str = WINDOW, split: str = "") -> str:
-    """The share of ``series`` matching ``part``, per ``by`` (and per ``split``, the part's label).
-    ``or ... * 0`` gives 0, not an empty result, while no series matches ``part`` yet."""
-    whole = f"sum by ({by}) ({rate(series, selector, window)})"
+def share(series: str, part: str, by: str, selector: str = FILTER, window: str = WINDOW, split: str = "", among: str = "") -> str:
+    """The share of ``series`` matching ``part`` among those matching ``among``, per ``by`` (and per
+    ``split``, the part's label). ``or ... * 0`` gives 0, not an empty result, while no series
+    matches ``part`` yet."""
+    whole = f"sum by ({by}) ({rate(series, selector, window, among)})"
     if split:
         return f"sum by ({by}, {split}) ({rate(series, selector, window, part)}) / ignoring({split}) group_left {whole}"
     return f"(sum by ({by}) ({rate(series, selector, window, part)}) or {whole} * 0) / {whole}"
 
 
 LOW_RECALL = 'le="0.5"'  # a bucket bound: the share at or below it is exact
+# runs another process measures and counts (delegated) are left out of run counts and shares
+COUNTED = f"{STATUS}!~{json.dumps('|'.join(names.METRICS_STATUS_ELSEWHERE))}"
+NOT_MEASURED = f"{STATUS}!~{json.dumps('|'.join((MEASURED, *names.METRICS_STATUS_ELSEWHERE)))}"
 RETRIEVALS = f"sum by ({SOURCE}) ({rate(DURATION + '_count', FILTER, WINDOW, STAGE + '=' + json.dumps(names.STAGE_RETRIEVE))})"
 
 
@@ -92,7 +96,7 @@ PANELS: tuple[Panel, ...] = (
           (("p50 {{%s}} {{%s}}" % (PIPELINE, VERSION), quantile(0.5, PRECISION, BY_VERSION)),
            ("mean {{%s}} {{%s}}" % (PIPELINE, VERSION), mean(PRECISION, BY_VERSION))), ratio=True),
     Panel("Not measurable, by reason", "Share of runs with a figure not measurable, by the run's first reason (rag.metrics.status; docs/attributes.md lists them).", "percentunit",
-          (("{{%s}} {{%s}} {{%s}}" % (PIPELINE, VERSION, STATUS), share(RUNS, f'{STATUS}!="{MEASURED}"', BY_VERSION, split=STATUS)),), ratio=True),
+          (("{{%s}} {{%s}} {{%s}}" % (PIPELINE, VERSION, STATUS), share(RUNS, NOT_MEASURED, BY_VERSION, split=STATUS, among=COUNTED)),), ratio=True),
     Panel("Invalid citations, by kind", "Share of citations that name no in-context chunk: out_of_context (a retrieved chunk the model was not shown) or unknown (nothing retrieved).", "percentunit",
           (("{{%s}} {{%s}} {{%s}}" % (PIPELINE, VERSION, KIND), share(CITATIONS, f'{KIND}!="{VALID}"', BY_VERSION, split=KIND)),), ratio=True),
     Panel("Wasted context tokens", "Tokens of in-context chunks the answer never cited: the mean per run, and their share of the context tokens placed.", "short",
@@ -110,7 +114,7 @@ PANELS: tuple[Panel, ...] = (
     Panel("Judge scores by name", "record_score's scores (rag.eval.score), by rag.eval.name: p50 and mean.", "short",
           (("p50 {{%s}}" % EVAL_NAME, quantile(0.5, SCORE, EVAL_NAME)), ("mean {{%s}}" % EVAL_NAME, mean(SCORE, EVAL_NAME)))),
     Panel("Traffic by version", "Pipeline runs per second, by pipeline and version: a canary's share.", "reqps",
-          (("{{%s}} {{%s}}" % (PIPELINE, VERSION), f"sum by ({BY_VERSION}) ({rate(RUNS, FILTER, WINDOW)})"),)),
+          (("{{%s}} {{%s}}" % (PIPELINE, VERSION), f"sum by ({BY_VERSION}) ({rate(RUNS, FILTER, WINDOW, COUNTED)})"),)),
 )
 
 
@@ -119,8 +123,8 @@ ALERT_BY = f"job, {PIPELINE}, {VERSION}"
 RECORDING: tuple[tuple[str, str], ...] = (
     ("ragtrace:recall_proxy:p50_30m", quantile(0.5, RECALL, ALERT_BY, "", "30m")),
     ("ragtrace:recall_proxy_runs:rate30m", f"sum by ({ALERT_BY}) ({rate(RECALL + '_count', '', '30m')})"),
-    ("ragtrace:pipeline_runs:rate15m", f"sum by ({ALERT_BY}) ({rate(RUNS, '', '15m')})"),
-    ("ragtrace:not_measurable:share15m", share(RUNS, f'{STATUS}!="{MEASURED}"', ALERT_BY, "", "15m")),
+    ("ragtrace:pipeline_runs:rate15m", f"sum by ({ALERT_BY}) ({rate(RUNS, '', '15m', COUNTED)})"),
+    ("ragtrace:not_measurable:share15m", share(RUNS, NOT_MEASURED, ALERT_BY, "", "15m", among=COUNTED)),
     ("ragtrace:invalid_citations:share15m", share(CITATIONS, f'{KIND}!="{VALID}"', ALERT_BY, "", "15m")),
 )
 ALERTS: tuple[tuple[str, str, str, str, str], ...] = (  # name, expr, for, summary, description

@@ -12,6 +12,8 @@ import json
 import sys
 import time
 
+from opentelemetry.sdk.trace import TracerProvider
+
 import ragtrace
 
 FIRST_CHUNK_DELAY = 0.02  # seconds before a streamed answer's first piece: time to first chunk >= this
@@ -50,6 +52,18 @@ def run(version: str, found: list[dict], shown: int | None, answer: str, scores:
     return pipeline
 
 
+def delegated() -> ragtrace.RagPipeline:
+    """v2: retrieves and assembles, then hands the record to another process (ragtrace.inject): its
+    root is "delegated", counted by the other side, so the fleet view leaves it out of runs."""
+    with ragtrace.rag_pipeline("qa", version="v2", route="faq") as pipeline:
+        with ragtrace.retrieve(data_source="kb") as retrieval:
+            retrieval.record(V2_DOCS[:1])
+        with ragtrace.assemble() as context:
+            context.add(retrieval.chunks[0])
+        assert ragtrace.inject({})
+    return pipeline
+
+
 SHAPES = {
     # v1: both chunks shown and cited: recall 1, precision 1, 2 valid citations, nothing wasted
     "A": lambda: run("v1", V1_DOCS, 2, "see [1] [2]", {"groundedness": 0.8, "relevance": 3.0}),
@@ -63,12 +77,17 @@ SHAPES = {
     "D": lambda: run("v2", V2_DOCS[:2], None, "see [1]", {}),
     # v2: nothing retrieved: empty_retrieval (then no_context)
     "E": lambda: run("v2", [], None, "nothing found", {}),
+    # v2: delegated (d0 retrieved at 0.62 and placed: 3 context tokens)
+    "F": delegated,
 }
-RUNS = {"A": 10, "B": 3, "B2": 1, "B3": 2, "D": 1, "E": 1}
+RUNS = {"A": 10, "B": 3, "B2": 1, "B3": 2, "D": 1, "E": 1, "F": 1}
 
 
 def main() -> None:
-    ragtrace.configure(service_name="fleet-workload", metrics=f"prometheus:127.0.0.1:{int(sys.argv[1])}", hash_key="fleet-test-key")
+    # traced (spans go nowhere: a TracerProvider with no processor), so ragtrace.inject can hand off
+    ragtrace.configure(
+        service_name="fleet-workload", tracer_provider=TracerProvider(), metrics=f"prometheus:127.0.0.1:{int(sys.argv[1])}", hash_key="fleet-test-key"
+    )
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
         counts = {shape: 1 for shape in SHAPES} if line.strip() == "warm" else RUNS
