@@ -16,6 +16,7 @@ from typing import Protocol, Union
 from .names import (  # the status reasons live in names.py; imported here for the modules that set them
     STATUS_ANSWER_UNREADABLE,
     STATUS_CITATION_PATTERN_FAILED,
+    STATUS_CITATIONS_FILE_LEVEL,
     STATUS_CITATIONS_UNRESOLVED,
     STATUS_EMPTY_CONTEXT,
     STATUS_EMPTY_RETRIEVAL,
@@ -23,6 +24,8 @@ from .names import (  # the status reasons live in names.py; imported here for t
     STATUS_NO_ANSWER,
     STATUS_NO_CONTEXT,
     STATUS_NO_RETRIEVAL,
+    STATUS_RESULTS_NOT_INCLUDED,
+    STATUS_SOURCE_UNREADABLE,
     STATUS_UNREADABLE_RETRIEVAL,
     METRIC_CITED,
     METRIC_CITED_POSITIONS,
