@@ -31,6 +31,16 @@ _SYNC_STREAMS = frozenset({"stream_complete", "stream_chat"})
 _ASYNC_STREAMS = (".astream_complete", ".astream_chat")
 
 
+@dataclass(frozen=True)
+class Sourced:
+    """A node the synthesizer derived from a retrieved one: placed as a piece of its source, under
+    the label its rendering opens with (``Source 3:``) when it has one."""
+
+    id: str
+    label: str
+    content: str
+
+
 @dataclass(eq=False)
 class Synthesis:
     """One response synthesis: its nodes, their renderings, how many are placed so far, the
@@ -111,11 +121,14 @@ class LlmCalls:
         assemble.open()
         run = exact_run(synthesis.texts, synthesis.cursor, context) if synthesis.texts is not None and isinstance(context, str) else None
         if run is None:
-            return assemble, synthesis.nodes
+            return assemble, [{"id": n.id, "content": n.content} if isinstance(n, Sourced) else n for n in synthesis.nodes]
         start, end, stripped = run
         for node, text in zip(synthesis.nodes[start:end], stripped):
             if text:
-                assemble.place(node, text)
+                if isinstance(node, Sourced):
+                    assemble.place({"id": node.id, "content": node.content}, text, label=node.label or None)
+                else:
+                    assemble.place(node, text)
         synthesis.cursor = end
         return assemble, None
 
