@@ -64,6 +64,7 @@ class ContextRecord:
     span_id: str | None = None  # hex id of the assemble span, so generations can point at it
     aliases: dict[str, str] = field(default_factory=dict)  # more labels the model saw (declared duplicates)
     unshown: dict[str, str] = field(default_factory=dict)  # declared labels whose text never reached the prompt
+    not_located: bool = False  # a search found nothing of chunks with text in a prompt with text: unknown, not empty
 
     @property
     def total_tokens(self) -> int:

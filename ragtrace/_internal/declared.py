@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 from . import names
 from .assembly import ContextRecord, Drop, Placement, Prompt
 from .chunks import Chunk
-from .locate import KEYWORD_LABEL, NUMBER_LABEL, XML_LABEL, label_of
+from .source_labels import KEYWORD_LABEL, LIST_LABEL, NUMBER_LABEL, XML_LABEL, label_of
 from .messages import as_messages
 from .tokens import Tokenizer
 
@@ -38,8 +38,8 @@ _MAX_OCCURRENCES = 32  # per fragment: a fragment found more often than this is 
 _LINE_LEAD = " \t-*>"
 # a label the fragment opens with: "[2] ...", "Source 2: ...", "Document #2. ..."
 _WORD = re.compile(r"\S+")
-_AFTER_LABEL = re.compile(r"^[ \t]{0,16}[:.)\-]?\s{0,16}")  # what separates a label from its text
-_LEADING_LABEL = re.compile(r"\s*(?:\[([^\[\]\n]{1,64})\]|" + KEYWORD_LABEL + r"\s*[:.)-]|" + XML_LABEL + "|" + NUMBER_LABEL + ")", re.I)
+_AFTER_LABEL = re.compile(r"^[ \t]{0,16}[:.)\-]?\s{0,16}[\"'“‘«„]?")  # what separates a label from its text
+_LEADING_LABEL = re.compile(r"\s*(?:\[([^\[\]\n]{1,64})\]|" + KEYWORD_LABEL + r"\s*[:.)-]|" + XML_LABEL + "|" + NUMBER_LABEL + "|" + LIST_LABEL + ")", re.I)
 
 
 @dataclass(frozen=True, slots=True)

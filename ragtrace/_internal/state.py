@@ -104,7 +104,7 @@ class PipelineState:
         cached = self.answer_figures
         if cached is not None and len(self.answers) == 1 and self.answers[0] is cached[0] and cached[1:3] == (len(self.retrievals), self.unreadable):
             return cached[3]
-        contexts = [c.placements for c in self.unanswered_contexts()]
+        contexts = [c.placements for c in self.unanswered_contexts() if not c.not_located]  # a failed search is no empty context
         return figures_module.compute(self.retrievals, self.answers, contexts=contexts, unreadable=self.unreadable)
 
 
