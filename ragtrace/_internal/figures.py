@@ -162,6 +162,7 @@ def compute(
     if not scored:
         if no_context not in status:
             status.append(no_context)
+        status.extend(r for r in dict.fromkeys(a.unmeasured for a in answers if a.unmeasured) if r not in status)
         return figures
     # one answer's citations unknown leaves every citation figure of the trace unknown
     unmeasured = [a.unmeasured for a in answers if a.unmeasured]
