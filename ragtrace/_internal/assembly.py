@@ -306,11 +306,12 @@ class ContextBuilder:
             return []
         self._count_all()
         base, message_index, spans = self._layout
+        shown = "{label}" in self.chunk_format
         return [
             Placement(
                 chunk_id=entry.chunk.id,
                 position=position,
-                label=entry.label,
+                label=entry.label if shown else "",  # a format without {label} shows the model none
                 start=base + start,
                 end=base + end,
                 tokens=entry.tokens,  # type: ignore[arg-type]  # counted by _count_all

@@ -38,7 +38,8 @@ _MAX_OCCURRENCES = 32  # per fragment: a fragment found more often than this is 
 _LINE_LEAD = " \t-*>"
 # a label the fragment opens with: "[2] ...", "Source 2: ...", "Document #2. ..."
 _WORD = re.compile(r"\S+")
-_AFTER_LABEL = re.compile(r"^[ \t]{0,16}[:.)\-]?\s{0,16}[\"'“‘«„]?")  # what separates a label from its text
+_AFTER_LABEL = re.compile(r"[ \t]{0,16}[:.)\-]?\s{0,16}([\"'“‘«„]?)")  # what separates a label from its text
+_CLOSING_QUOTES = {'"': '"', "'": "'", "“": "”", "‘": "’", "«": "»", "„": "“"}
 _LEADING_LABEL = re.compile(r"\s*(?:\[([^\[\]\n]{1,64})\]|" + KEYWORD_LABEL + r"\s*[:.)-]|" + XML_LABEL + "|" + NUMBER_LABEL + "|" + LIST_LABEL + ")", re.I)
 
 
@@ -63,7 +64,14 @@ def split_label(text: str) -> tuple[str, str]:
     label = label_of(match) if match else ""
     if not label:
         return "", text
-    return label, _AFTER_LABEL.sub("", text[match.end() :], count=1)  # type: ignore[union-attr]
+    rest = text[match.end() :]  # type: ignore[union-attr]
+    after = _AFTER_LABEL.match(rest)
+    opening = after.group(1) if after is not None else None
+    rest = rest[after.end() :] if after is not None else rest
+    closing = _CLOSING_QUOTES.get(opening or "")
+    if closing and rest.rstrip().endswith(closing):  # [1] “text”: the quotes are the label's, not the text's
+        rest = rest.rstrip()[: -len(closing)]
+    return label, rest
 
 
 class _Occurrence(NamedTuple):
