@@ -65,12 +65,13 @@ from ragtrace.cli.reader import TraceReader  # noqa: E402
 from ragtrace.exporters import JsonLinesExporter  # noqa: E402
 
 from accuracy_citation_scenarios import CITATION_SCENARIOS, wasted  # noqa: E402
-from accuracy_scenarios import SCENARIOS, WORDS, Case, Text  # noqa: E402
+from accuracy_scenarios import SCENARIOS as FIRST_SCENARIOS, WORDS, Case, Text  # noqa: E402
 
 PER_SCENARIO = 30
 SEED = 7
 METHODS = ("recorded", "declared", "located", "inferred")
 EXACT_METHODS = ("recorded", "declared")  # must be 1.000 / 1.000 and every figure right
+SCENARIOS = FIRST_SCENARIOS + CITATION_SCENARIOS
 
 
 # --- running one case under one method ---------------------------------------------------------
@@ -316,7 +317,7 @@ def measure(per_scenario: int = PER_SCENARIO, seed: int = SEED) -> tuple[dict[st
         traces = 0
         try:
             for _ in range(per_scenario):
-                for scenario in SCENARIOS + CITATION_SCENARIOS:
+                for scenario in SCENARIOS:
                     traces += 1
                     text = Text(rng, traces)
                     question = f"Question {traces}: how do I {' '.join(rng.sample(WORDS, 4))}?"

@@ -54,13 +54,12 @@ LINK_DEST = re.compile(
 # model writes at the end). Group 1 is what a bracket would hold; read with the bracket rules.
 _PROSE_WORDS = r"(?:source|doc|document|ref|reference|passage|chunk|citation)"
 PAREN_CITATION = re.compile(r"\(" + _PROSE_WORDS + r"s?[ \t]{0,4}[:#]?[ \t]{0,4}([^()\[\]\n]{1,64})\)", re.I)
-SOURCES_LINE = re.compile(r"[ \t>*_\-]{0,8}" + _PROSE_WORDS + r"s?[ \t*_]{0,4}:[ \t*_]{0,8}([^\n]{1,256})(?:\n|$)", re.I)
+# the line form takes the plural only: "source: kb-7" is how metadata lines look (a prompt echoed)
+SOURCES_LINE = re.compile(r"[ \t>*_\-]{0,8}" + _PROSE_WORDS + r"s[ \t*_]{0,4}:[ \t*_]{0,8}([^\n]{1,256})(?:\n|$)", re.I)
 # The keywords lowercased, for the C-level checks that find where the two patterns are tried:
-# right after a "(", and right before a ":" (also after "**", as in "**Sources:**").
+# right after a "(", and right before a ":" after a plural (also after "**", as in "**Sources:**").
 PROSE_WORDS: Final = ("source", "doc", "ref", "passage", "chunk", "citation")
-PROSE_WORD_ENDS: Final = tuple(
-    w + s + m for w in PROSE_WORDS + ("document", "reference") for s in ("", "s") for m in ("", "*", "**", "_", " ")
-)
+PROSE_WORD_ENDS: Final = tuple(w + "s" + m for w in PROSE_WORDS + ("document", "reference") for m in ("", "*", "**", "_", " "))
 OBJECT_START = re.compile(r"\{[ \t\r\n]{0,64}\"")
 NON_SPACE = re.compile(r"\S")
 CITATIONS_KEYS: Final = ('"citations"', '"Citations"')
