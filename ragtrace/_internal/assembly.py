@@ -65,6 +65,9 @@ class ContextRecord:
     aliases: dict[str, str] = field(default_factory=dict)  # more labels the model saw (declared duplicates)
     unshown: dict[str, str] = field(default_factory=dict)  # declared labels whose text never reached the prompt
     not_located: bool = False  # a search found nothing of chunks with text in a prompt with text: unknown, not empty
+    # a record carried from another process has no prompt: the source labels that prompt showed,
+    # as keyed digests (``keyed.label_key``), for the searched contexts' resolution rule (``answer``)
+    shown_keys: frozenset[str] | None = None
 
     @property
     def total_tokens(self) -> int:
