@@ -42,8 +42,7 @@ from ..stage import Stage
 from . import _llama_index_agents
 from ._common import Attached
 from ._llama_index_chat import STREAM_CHAT_METHODS, WRITER_METHODS, StreamedTurns
-from ._llama_index_llm import LLM_METHODS, LlmCalls, Sourced, Synthesis
-from ._packing import derived_sources
+from ._llama_index_llm import LLM_METHODS, LlmCalls, Synthesis, sourced
 from .base import RagtraceInstrumentor
 
 _ENGINE_METHODS = frozenset({"query", "aquery"})
@@ -270,7 +269,7 @@ class _Tracker:
     def _enter_synthesis(self, id_: str, args: dict[str, Any], instance: Any, method: str, parent: str | None) -> None:
         nodes, engine = args.get("nodes"), _region.get()
         retrieved = engine.nodes if engine is not None and isinstance(engine.nodes, list) else []
-        self._open(id_, None, _Region("synthesis", Synthesis(_sourced(list(nodes), retrieved) if isinstance(nodes, list) else [])))
+        self._open(id_, None, _Region("synthesis", Synthesis(sourced(list(nodes), retrieved) if isinstance(nodes, list) else [])))
 
     def _enter_get_response(self, id_: str, args: dict[str, Any], instance: Any, method: str, parent: str | None) -> None:
         """The first get_response of a synthesis gets one rendering per node, in node order."""
@@ -363,42 +362,6 @@ def _end_stream(root: RagPipeline | None, tracker: _Tracker, error: BaseExceptio
         with guard("llama_index stream"):
             tracker.llm.end_leftovers(root.state, error)
             root.close(error)
-
-
-def _sourced(nodes: list[Any], retrieved: list[Any]) -> list[Any]:
-    """The synthesizer's nodes, each derived one (a piece of a retrieved node under a new id,
-    ``CitationQueryEngine``'s) replaced by a ``Sourced`` piece of the node it came from, so the
-    context holds the retrieved nodes, and every label the model sees resolves to its source.
-    LlamaIndex gives the pieces new ids and no link to their node (only its metadata and
-    relationships), so the source is the retrieved node whose text holds the piece's."""
-    if not retrieved or not nodes:
-        return nodes
-    ids = {_node_id(node) for node in retrieved}
-    unknown = [index for index, node in enumerate(nodes) if _node_id(node) not in ids]
-    if not unknown:
-        return nodes
-    sources = derived_sources(
-        [_node_text(nodes[index]) for index in unknown],
-        [(_node_id(node), _node_text(node)) for node in retrieved],
-    )
-    sourced = list(nodes)
-    for index, source in zip(unknown, sources):
-        if source is not None:
-            sourced[index] = Sourced(*source)
-    return sourced
-
-
-def _node_id(node: Any) -> Any:
-    return getattr(node, "node_id", None)
-
-
-def _node_text(node: Any) -> str | None:
-    inner = getattr(node, "node", node)
-    try:
-        text = inner.get_content()  # MetadataMode.NONE: the node's own text, as it was cut
-    except Exception:  # noqa: BLE001 - not a node ragtrace can read
-        return None
-    return text if isinstance(text, str) else None
 
 
 def _query_text(query: Any) -> str | None:
