@@ -45,6 +45,9 @@ STATUS_INTERNAL_ERROR = "internal_error"  # ragtrace's own fault while scoring (
 # a search of the prompt (located, inferred) found none of its chunks: filtered or transformed
 # beyond recognition can't be told apart, so the context is unknown, not empty
 STATUS_CONTEXT_NOT_LOCATED = "context_not_located"
+STATUS_CITATIONS_FILE_LEVEL = "citations_file_level"  # a provider cited a file with several chunks in context (``provided``)
+STATUS_SOURCE_UNREADABLE = "source_unreadable"  # a provider's source block whose text ragtrace can't read (a PDF)
+STATUS_RESULTS_NOT_INCLUDED = "results_not_included"  # a provider's retrieval whose results the response did not carry
 
 
 class Retrieved(Protocol):
