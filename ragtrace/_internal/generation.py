@@ -186,6 +186,8 @@ class Generate(Stage):
             if unknown is not None:
                 scored = Scored(figures_module.Answer(None, unmeasured=unknown), scored.citations)
             scored = _outside_a_pipeline(scored, state, context)
+            if state is not None and state.unmeasured in state_module.REMOTE_CONTEXT_STATUSES:  # a carried record that can't be used
+                scored = Scored(figures_module.Answer(None, unmeasured=state.unmeasured), scored.citations)
             self.citations, answer, self.out_of_context_ids = scored.citations, scored.answer, scored.out_of_context_ids
             self.citation_status = answer.unmeasured
             self.answer = answer
