@@ -18,6 +18,7 @@ from .names import (  # the status reasons live in names.py; imported here for t
     STATUS_CITATION_PATTERN_FAILED,
     STATUS_CITATIONS_FILE_LEVEL,
     STATUS_CITATIONS_UNRESOLVED,
+    STATUS_CONTEXT_NOT_LOCATED,
     STATUS_EMPTY_CONTEXT,
     STATUS_EMPTY_RETRIEVAL,
     STATUS_INTERNAL_ERROR,
@@ -141,13 +142,15 @@ def compute(
         for placement in placements:
             placed.setdefault(placement.chunk_id, placement)
     context_known = bool(known_contexts)
+    # why no context is known: a search that found nothing says so, otherwise none was recorded
+    no_context = STATUS_CONTEXT_NOT_LOCATED if any(a.unmeasured == STATUS_CONTEXT_NOT_LOCATED for a in answers) else STATUS_NO_CONTEXT
     if context_known:
         values[METRIC_IN_CONTEXT] = len(placed)
         if best_rank:
             in_context_retrieved = len(placed.keys() & best_rank.keys())
             values[METRIC_CONTEXT_PRECISION] = in_context_retrieved / len(best_rank)
     else:
-        status.append(STATUS_NO_CONTEXT)
+        status.append(no_context)
 
     if not answers:
         status.append(STATUS_NO_ANSWER)
@@ -156,8 +159,8 @@ def compute(
     # citations can only be resolved against a known context: an answer without one is not scored
     scored = [a for a in answers if a.placements is not None]
     if not scored:
-        if STATUS_NO_CONTEXT not in status:
-            status.append(STATUS_NO_CONTEXT)
+        if no_context not in status:
+            status.append(no_context)
         status.extend(r for r in dict.fromkeys(a.unmeasured for a in answers if a.unmeasured) if r not in status)
         return figures
     # one answer's citations unknown leaves every citation figure of the trace unknown
