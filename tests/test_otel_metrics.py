@@ -243,3 +243,17 @@ def test_redact_mode_puts_no_content_in_any_metric(reader):
     allowed = {"qa", "v1", "faq", "kb", "m", "groundedness", "pipeline", "retrieve", "assemble", "generate", *names.CITATION_KINDS,
                names.METRICS_STATUS_MEASURED, *names.METRICS_STATUS_REASONS, names.OP_WORKFLOW, names.OP_RETRIEVAL, names.OP_CHAT}
     assert values <= allowed
+
+
+def test_each_citation_kind_starts_at_zero_once_per_label_set(reader):
+    """Prometheus 2.x's rate() loses a series' first count, so every kind is added at 0 on a label
+    set's first scored run; later runs add only the kinds they have."""
+    ragtrace.configure(meter_provider=MeterProvider(metric_readers=[reader]), tracer_provider=TracerProvider())
+    cited("see [1] and [2]")
+    kinds = by(points(reader)[names.METRIC_CITATIONS], names.RAG_CITATION_KIND)
+    assert {k: p.value for k, p in kinds.items()} == {"valid": 2, "out_of_context": 0, "unknown": 0}
+    cited("see [1] and [7]")
+    cited("see [1] and [7]", version="v2")  # a new label set: its own zeros
+    kinds = {(p.attributes[names.RAG_PIPELINE_VERSION], p.attributes[names.RAG_CITATION_KIND]): p.value for p in points(reader)[names.METRIC_CITATIONS]}
+    assert kinds == {("v1", "valid"): 3, ("v1", "out_of_context"): 0, ("v1", "unknown"): 1,
+                     ("v2", "valid"): 1, ("v2", "out_of_context"): 0, ("v2", "unknown"): 1}

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry import metrics
@@ -45,6 +45,7 @@ class Instruments:
     citations: metrics.Counter
     wasted_tokens: metrics.Histogram
     eval_score: metrics.Histogram
+    seen: set[frozenset[tuple[str, Any]]] = field(default_factory=set)  # label sets given their zeros
 
 
 _cache: weakref.WeakKeyDictionary[Any, Instruments] = weakref.WeakKeyDictionary()
@@ -96,6 +97,16 @@ def _maker(create: Any) -> Any:
         return create(name, unit=info.unit, description=info.description, **extra)
 
     return make
+
+
+def first_seen(found: Instruments, labels: dict[str, Any]) -> bool:
+    """True the first time ``labels`` come by (bounded: labels are). A race gives two Trues: a
+    second 0 added, harmless."""
+    key = frozenset(labels.items())
+    if key in found.seen:
+        return False
+    found.seen.add(key)
+    return True
 
 
 def status_label(status: str | None) -> str:

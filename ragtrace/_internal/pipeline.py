@@ -156,10 +156,13 @@ class RagPipeline(Stage):
         found.pipeline_runs.add(1, {**labels, names.RAG_METRICS_STATUS: status})
         if names.METRIC_WASTED_CONTEXT_TOKENS in figures:
             found.wasted_tokens.record(figures[names.METRIC_WASTED_CONTEXT_TOKENS], labels)
-        if names.METRIC_CITED in figures:  # the citations were scored: all three kinds, zeros too
-            # (a series Prometheus first sees at a non-zero count loses that count to rate())
+        if names.METRIC_CITED in figures:  # the citations were scored
+            # every kind once at 0 first (a series Prometheus first sees at a non-zero count loses
+            # that count to rate()), then only the kinds this run has: one add in the common case
+            first = otel_metrics.first_seen(found, labels)
             for kind, figure in _CITATION_FIGURES:
-                found.citations.add(figures[figure], {**labels, names.RAG_CITATION_KIND: kind})
+                if figures[figure] or first:
+                    found.citations.add(figures[figure], {**labels, names.RAG_CITATION_KIND: kind})
 
     def set_query(self, query: Any) -> None:
         """The user's question (also settable after start, e.g. by the decorator), and its hash,
