@@ -57,6 +57,9 @@ class Config:
     max_documents: int = 10
     max_content_chars: int = 4000
     tokenizer: Tokenizer = DEFAULT_TOKENIZER
+    # results of one retrieval (or rerank) that are recorded; the rest are counted only, so a
+    # streamed cursor of a million rows costs ragtrace this many items, never every row
+    max_retrieved: int = 10_000
 
 
 def _initial() -> Config:
@@ -87,6 +90,7 @@ def configure(
     max_content_chars: int = 4000,
     tokenizer: Tokenizer | None = None,
     batch: bool | None = None,
+    max_retrieved: int = 10_000,
 ) -> trace.TracerProvider | None:
     """Configure ragtrace. Optional: without it ragtrace uses the app's global providers.
 
@@ -102,6 +106,9 @@ def configure(
     ``hash_key`` keys every value derived from content that is exported (ids of id-less chunks,
     content hashes, ``rag.query.hash``); default ``RAGTRACE_HASH_KEY``, else a random key per process.
     ``batch`` picks the span processor (default: batch, except for the console exporter).
+    ``max_retrieved`` (at least 1): results of one retrieval or rerank that are recorded; beyond it
+    they reach the app as before and are counted (``rag.omitted_items``), and the figures that need
+    every retrieved id say ``retrieval_truncated`` instead of a value.
 
     Returns the TracerProvider ragtrace will use (``None`` means the global one). Invalid arguments
     raise ``ValueError``/``TypeError`` here, at set-up time.
@@ -122,6 +129,8 @@ def configure(
     for name, value in (("max_documents", max_documents), ("max_content_chars", max_content_chars)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ValueError(f"{name} must be a non-negative int, got {value!r}")
+    if not isinstance(max_retrieved, int) or isinstance(max_retrieved, bool) or max_retrieved < 1:
+        raise ValueError(f"max_retrieved must be a positive int, got {max_retrieved!r}")
     if tokenizer is not None and not isinstance(tokenizer, Tokenizer):
         raise TypeError("tokenizer must have count(text) and truncate(text, max_tokens) methods")
     mode = check_mode(capture_content) if capture_content is not None else (mode_from_environment() or "full")
@@ -152,6 +161,7 @@ def configure(
             max_documents=max_documents,
             max_content_chars=max_content_chars,
             tokenizer=tokenizer or DEFAULT_TOKENIZER,
+            max_retrieved=max_retrieved,
         )
     return provider
 

@@ -11,6 +11,7 @@ from .._internal.figures import (
     STATUS_NO_ANSWER,
     STATUS_NO_CONTEXT,
     STATUS_NO_RETRIEVAL,
+    STATUS_RETRIEVAL_TRUNCATED,
     STATUS_UNREADABLE_RETRIEVAL,
 )
 from .._internal.names import (
@@ -42,6 +43,7 @@ REASON_TEXT = {
     STATUS_NO_RETRIEVAL: "no retrieval",
     STATUS_EMPTY_RETRIEVAL: "empty retrieval",
     STATUS_UNREADABLE_RETRIEVAL: "retrieved chunks unreadable",
+    STATUS_RETRIEVAL_TRUNCATED: "retrieval over max_retrieved (only the first recorded)",
     STATUS_NO_CONTEXT: "no context recorded",
     STATUS_EMPTY_CONTEXT: "empty context",
     STATUS_NO_ANSWER: "no answer",
