@@ -13,7 +13,7 @@ nothing retrieved. The two have different fixes (the context budget vs. the mode
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Set
+from collections.abc import Callable, Iterable, Sequence, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,8 +21,9 @@ from . import figures, names
 from .assembly import ContextRecord
 from .citations import CitationPattern, CitationResult, parse_citations
 from .guard import warn_once
+from .locate import shown_labels
 
-_GAPS = frozenset({names.DROP_NOT_FOUND, names.DROP_OUTSIDE_SOURCES})
+_SEARCHED = frozenset({names.INCLUSION_LOCATED, names.INCLUSION_INFERRED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +81,21 @@ def score(
             failure.args[0],
         )
         return Scored(figures.Answer(placements, unmeasured=figures.STATUS_CITATION_PATTERN_FAILED), None)
-    if citations.invalid_labels and context is not None and unresolvable(context):
+    return classify(citations, context, retrieved)
+
+
+def classify(citations: CitationResult, context: ContextRecord | None, retrieved: Set[str]) -> Scored:
+    """The one citation-resolution rule, for citations parsed from an answer or handed in (a
+    provider's native citations, as a ``CitationResult`` over label keys resolved against the
+    same ``context.label_map()``): the SDK, located and inferred inclusion and ``ragtrace report``
+    all call it, so one prompt's figures never depend on the path that measured them.
+
+    Cited chunks count. A citation that resolves to nothing is invalid only when ragtrace knows
+    every label the model saw; otherwise (``unresolvable``) the answer's citation figures are not
+    measurable (``citations_unresolved``) instead of a made-up count.
+    """
+    placements = context.placements if context is not None else None
+    if citations.invalid_labels and context is not None and unresolvable(context, citations.invalid_labels):
         return Scored(figures.Answer(placements, citations.cited_ids, unmeasured=figures.STATUS_CITATIONS_UNRESOLVED), citations)
     outside = _outside(context, retrieved) if citations.invalid_labels else {}
     named = [outside[key] for key in map(_fold, citations.invalid_labels) if key in outside]
@@ -88,14 +103,24 @@ def score(
     return Scored(answer, citations, tuple(dict.fromkeys(named)))
 
 
-def unresolvable(context: ContextRecord, *, misses_are_gaps: bool = True) -> bool:
-    """Whether a citation that resolves to nothing may still name a chunk the model was shown: a
-    located context with a chunk the search could not find, or one found under no label it could
-    read (``(one) ...``). Recorded and declared contexts know every label. ``misses_are_gaps``
-    is False for inferred contexts, where every retrieved chunk is searched for and most misses
-    are chunks the app left out."""
-    gaps = misses_are_gaps and any(d.reason in _GAPS for d in context.dropped)
-    return gaps or (context.method == names.INCLUSION_LOCATED and any(not p.label for p in context.placements))
+def unresolvable(context: ContextRecord, invalid_labels: Sequence[str] = ()) -> bool:
+    """Whether a citation that resolves to nothing may still name a chunk the model was shown.
+
+    * Some chunk was shown under no label (LangChain's and LlamaIndex's default prompts join the
+      documents bare): ``[1]`` may mean the first document, or nothing; ragtrace does not guess
+      a position (``docs/concepts.md``), on every inclusion method alike.
+    * The context was found by searching (located, inferred) and the prompt shows one of the
+      cited keys as a source label that no found chunk sits under: the search missed that
+      chunk (reformatted, escaped, summarised), so the label is unresolved, not made up.
+
+    Recorded and declared contexts know every label they placed, so only the first applies.
+    """
+    if any(not p.label for p in context.placements):
+        return True
+    if context.method not in _SEARCHED or not invalid_labels or context.prompt is None:
+        return False
+    shown = shown_labels(context.prompt)
+    return any(_fold(label) in shown for label in invalid_labels)
 
 
 def _outside(context: ContextRecord | None, retrieved: Set[str]) -> dict[str, str]:

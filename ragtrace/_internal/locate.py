@@ -35,6 +35,12 @@ _LABEL_BEFORE = re.compile(
     r"(?:\[([^\[\]\n]{1,64})\]|" + KEYWORD_LABEL + "|" + XML_LABEL + "|" + NUMBER_LABEL + r")" + _GAP + r"[:.)-]?" + _GAP + "$", re.I
 )
 _MAX_OCCURRENCES = 64
+# A source label opening a line (escaped line breaks included), in any form ``_LABEL_BEFORE`` reads:
+# what the prompt shows the model as sources, whether or not a chunk was found under it.
+_LINE_LABEL = re.compile(
+    r"(?:^|(?<=\n)|(?<=\\n))[ \t\-*>]{0,16}(?:\[([^\[\]\n]{1,64})\]|" + KEYWORD_LABEL + "|" + XML_LABEL + r"|\((\d{1,4})\)|(\d{1,4})[.)](?=[ \t]))",
+    re.I,
+)
 _MIN_PREFIX_CHARS = 24
 
 
@@ -255,16 +261,29 @@ def _candidates(text: str, needle: str) -> Iterator[int]:
 
 
 def _label_tier(text: str, start: int) -> int:
+    return _label_at(text, start)[1]
+
+
+def _label_at(text: str, start: int) -> tuple[str, int]:
+    """The label right before ``start`` and its tier. A label that opens its line may stand on a
+    line of its own (``[2]\\n text``); one in mid-line must share the chunk's line, or it is an
+    instruction's example (``citing [n].\\n\\n text``), not the chunk's label."""
     window_start = max(0, start - 80)
     match = _LABEL_BEFORE.search(text[window_start:start])
-    if match is None or not label_of(match):
-        return _NO_LABEL
-    label_start = window_start + match.start()
+    label = label_of(match) if match is not None else ""
+    if not label:
+        return "", _NO_LABEL
+    label_start = window_start + match.start()  # type: ignore[union-attr]
     lead_start = max(0, label_start - _MAX_LINE_LEAD)  # bounded: never scan back a whole line
-    line_start = text.rfind("\n", lead_start, label_start) + 1
-    if not line_start and lead_start:
-        return _LABEL
-    return _LABEL_OPENS_LINE if not text[line_start:label_start].strip(_LINE_LEAD) else _LABEL
+    # a line starts after a line break, or after an escaped one (a JSON request body)
+    line_start = max(text.rfind("\n", lead_start, label_start) + 1, text.rfind("\\n", lead_start, label_start) + 2, 0)
+    opens_line = bool(line_start or not lead_start) and not text[line_start:label_start].strip(_LINE_LEAD)
+    if opens_line:
+        return label, _LABEL_OPENS_LINE
+    gap = text[label_start:start]
+    if "\n" in gap or "\\n" in gap:
+        return "", _NO_LABEL
+    return label, _LABEL
 
 
 def label_of(match: re.Match[str]) -> str:
@@ -273,7 +292,16 @@ def label_of(match: re.Match[str]) -> str:
 
 
 def _label_before(text: str, start: int) -> str:
-    match = _LABEL_BEFORE.search(text[max(0, start - 80) : start])
-    if match is None:
-        return ""
-    return label_of(match)
+    return _label_at(text, start)[0]
+
+
+def shown_labels(prompt: Any) -> frozenset[str]:
+    """The source labels ``prompt`` shows at line starts (folded: case and whitespace), found or
+    not: a cited key among them names something the model saw (``answer.unresolvable``)."""
+    labels: set[str] = set()
+    for _, text in _prompt_texts(prompt):
+        for match in _LINE_LABEL.finditer(text):
+            label = label_of(match)
+            if label:
+                labels.add(" ".join(label.split()).casefold())
+    return frozenset(labels)

@@ -1,7 +1,7 @@
 """Rows of traces from other instrumentations (OpenInference, OpenLLMetry, plain ``gen_ai.*``).
 
 They record no inclusion: the retrieved chunk text is located in the prompt (``locate.locate``)
-and citations are parsed from the output (``parse_citations``), and every figure is marked
+and citations are parsed from the output (``answer.score``, the rule the SDK applies), and every figure is marked
 *inferred*. When even that is impossible the row says why, and is not measurable.
 """
 
@@ -16,9 +16,8 @@ from .._internal import names
 from .._internal.assembly import Placement
 from .._internal.locate import locate
 from .._internal.chunks import Chunk, to_chunk
-from .._internal.citations import parse_citations
-from .._internal.answer import unresolvable
-from .._internal.figures import STATUS_CITATIONS_UNRESOLVED, Answer, compute
+from .._internal.answer import score
+from .._internal.figures import Answer, compute
 from .row import (
     SOURCE_GEN_AI,
     SOURCE_OPENINFERENCE,
@@ -344,6 +343,7 @@ def _infer(
     if not unique:
         return [], [], STATUS_NO_CHUNK_TEXT
     chunks = sorted(unique.values(), key=lambda c: c.rank)
+    retrieved = {chunk.id for retrieval in retrievals for chunk in retrieval}
 
     located = []  # (generation span, record)
     too_large = False
@@ -378,12 +378,10 @@ def _infer(
         if text is None:
             contexts.append(record.placements)
             continue
-        citations = parse_citations(text, record.label_map())
-        if citations.invalid_labels and unresolvable(record, misses_are_gaps=False):  # may name a chunk found under no readable label
-            answers.append(Answer(record.placements, citations.cited_ids, unmeasured=STATUS_CITATIONS_UNRESOLVED))
-        else:
-            answers.append(Answer(record.placements, citations.cited_ids, citations.invalid_count))
+        scored = score(text, record, retrieved, None)  # the SDK's own rule: one prompt, one verdict
+        citations = scored.citations
+        answers.append(scored.answer)
         row.answers += 1
-        if not citations.conformant:
+        if citations is not None and not citations.conformant:
             row.nonconformant += 1
     return answers, ([] if answers else contexts), None

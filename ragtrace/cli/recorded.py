@@ -23,6 +23,7 @@ from .._internal.names import (
     RAG_RETRIEVAL_CHUNK_IDS,
     RAG_RETRIEVAL_CONTENT_HASHES,
     RAG_RETRIEVAL_RANKS,
+    REDACTED,
     document_keys,
     metric_attribute,
 )
@@ -54,6 +55,8 @@ def _text_keys(span: Span, count: int) -> list[str] | None:
     cost time, as equal texts have equal hashes. So the text itself is the key, after a NUL that
     keeps an empty text a key and every key apart from the hex digits of a recorded hash. The
     text of the first ``max_documents`` chunks travels in ``retrieval.documents.{i}.document.content``.
+    A redact-mode export carries the ``[redacted]`` placeholder there: that is no text, so no key
+    (every chunk would be a duplicate of every other).
     """
     if _DOCUMENT_CONTENT_KEYS[0] not in span.attrs:
         return None
@@ -62,7 +65,7 @@ def _text_keys(span: Span, count: int) -> list[str] | None:
     keys = []
     for index in range(count):
         text = get_str(names[index])
-        keys.append("\0" + text if text is not None else "")
+        keys.append("\0" + text if text is not None and text != REDACTED else "")
     return keys
 
 

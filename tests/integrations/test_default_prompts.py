@@ -1,0 +1,99 @@
+"""Citations on the frameworks' default paths (issue 27), on the real packages and their fakes.
+
+Both big frameworks put the documents in the prompt without labels by default. An answer citing
+``[1]`` there can't be tied to a document, so its citation figures are not measurable
+(``citations_unresolved``), on every inclusion path alike: declared (LangChain's
+``create_stuff_documents_chain``, LlamaIndex's query engine) and located (an LCEL chain).
+"""
+
+from __future__ import annotations
+
+import pytest
+from langchain_classic.chains import create_retrieval_chain
+from langchain_classic.chains.combine_documents import create_stuff_documents_chain
+from langchain_core.documents import Document
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_core.language_models import FakeListChatModel
+from langchain_core.output_parsers import StrOutputParser
+from langchain_core.prompts import ChatPromptTemplate
+from langchain_core.runnables import RunnablePassthrough
+from langchain_core.vectorstores import InMemoryVectorStore
+
+from ragtrace._internal import names
+
+TEXTS = {
+    "kb-refunds": "Refunds reach the original card within 5 business days.",
+    "kb-credit": "Store credit is issued immediately instead of a refund.",
+    "kb-shipping": "Shipping is free for orders over 50 euros.",
+    "kb-returns": "Returns are accepted for 30 days after delivery.",
+}
+QUESTION = "How long does a refund take?"
+ANSWER = "Five business days [1], or store credit at once [3]."
+CITATION_FIGURES = ("cited", "invalid_citations", "unknown_citations", "recall_proxy", "context_utilization", "wasted_context_tokens")
+
+
+@pytest.fixture
+def store() -> InMemoryVectorStore:
+    store = InMemoryVectorStore(DeterministicFakeEmbedding(size=32))
+    store.add_documents([Document(page_content=text, id=id_) for id_, text in TEXTS.items()])
+    return store
+
+
+def _unresolved(spans) -> dict:
+    root = spans.one("pipeline").attributes
+    got = {k.removeprefix("rag.metrics."): v for k, v in root.items() if k.startswith("rag.metrics.")}
+    assert spans.one("generate").attributes[names.RAG_CITATION_STATUS] == "citations_unresolved"
+    assert "citations_unresolved" in root[names.RAG_METRICS_STATUS]
+    assert not any(figure in got for figure in CITATION_FIGURES), got
+    assert (got["retrieved"], got["in_context"], got["context_precision"]) == (3, 3, 1.0)
+    return got
+
+
+@pytest.mark.usefixtures("langchain_on")
+def test_stuff_documents_chain_with_its_default_document_prompt_leaves_bare_citations_unresolved(spans, store):
+    prompt = ChatPromptTemplate.from_messages([("system", "Answer from the context, citing [n].\n\n{context}"), ("human", "{input}")])
+    combine = create_stuff_documents_chain(FakeListChatModel(responses=[ANSWER]), prompt)
+    chain = create_retrieval_chain(store.as_retriever(search_kwargs={"k": 3}), combine)
+    assert chain.invoke({"input": QUESTION})["answer"] == ANSWER
+    assert spans.one("assemble").attributes["rag.context.inclusion_method"] == "declared"
+    _unresolved(spans)
+
+
+@pytest.mark.usefixtures("langchain_on")
+def test_an_lcel_chain_joining_documents_bare_gets_the_same_verdict(spans, store):
+    prompt = ChatPromptTemplate.from_messages([("system", "Answer from the context, citing [n].\n\n{context}"), ("human", "{question}")])
+    retriever = store.as_retriever(search_kwargs={"k": 3})
+
+    def format_docs(docs):
+        return "\n\n".join(d.page_content for d in docs)
+
+    chain = {"context": retriever | format_docs, "question": RunnablePassthrough()} | prompt | FakeListChatModel(responses=[ANSWER]) | StrOutputParser()
+    assert chain.invoke(QUESTION) == ANSWER
+    assert spans.one("assemble").attributes["rag.context.inclusion_method"] == "located"
+    _unresolved(spans)
+
+
+def test_llama_index_default_query_engine_leaves_bare_citations_unresolved(llama_index_on):
+    from llama_index.core import VectorStoreIndex
+    from llama_index.core.embeddings import MockEmbedding
+    from llama_index.core.llms import CompletionResponse, CustomLLM, LLMMetadata
+    from llama_index.core.llms.callbacks import llm_completion_callback
+    from llama_index.core.schema import TextNode
+
+    class Citing(CustomLLM):
+        @property
+        def metadata(self) -> LLMMetadata:
+            return LLMMetadata(model_name="citing", context_window=3900, num_output=20)
+
+        @llm_completion_callback()
+        def complete(self, prompt: str, formatted: bool = False, **kwargs):
+            return CompletionResponse(text=ANSWER)
+
+        @llm_completion_callback()
+        def stream_complete(self, prompt: str, formatted: bool = False, **kwargs):
+            raise NotImplementedError
+
+    nodes = [TextNode(id_=key, text=text) for key, text in TEXTS.items()]
+    engine = VectorStoreIndex(nodes, embed_model=MockEmbedding(embed_dim=8)).as_query_engine(llm=Citing(), similarity_top_k=3)
+    assert str(engine.query(QUESTION)) == ANSWER
+    _unresolved(llama_index_on)
