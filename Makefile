@@ -7,7 +7,7 @@ PIP    := $(PY) -m pip install -q --disable-pip-version-check
 export OPENBLAS_NUM_THREADS := 1
 export OMP_NUM_THREADS := 1
 
-.PHONY: test demo bench clean compiled test-pythons
+.PHONY: test demo bench clean compiled test-pythons system-packages
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -29,7 +29,12 @@ compiled: $(VENV)/.installed-demo
 	$(PY) -c 'import Cython, setuptools, sys; sys.exit(int(setuptools.__version__.split(".")[0]) < 77)' 2>/dev/null || $(PIP) 'Cython>=3.0' 'setuptools>=77'
 	RAGTRACE_COMPILE=1 RAGTRACE_BUILD_DIR=build $(PY) setup.py -q build_ext --inplace
 
-test: $(VENV)/.installed-test compiled test-pythons
+# Debian's chromium, chromium-driver and prometheus for the browser and Prometheus tests: installed
+# with apt-get as root, else make test stops here with one line saying what to install.
+system-packages:
+	tools/system_packages.sh
+
+test: system-packages $(VENV)/.installed-test compiled test-pythons
 	$(PY) -m pytest -q
 
 # The unit tests on the oldest Python ragtrace supports and the newest CPython this machine has

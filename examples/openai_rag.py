@@ -9,7 +9,9 @@ unread) joins it and ends it. The app builds its messages itself, so the results
 ``# ragtrace`` are the only ones the uninstrumented app lacks (tests/test_examples.py runs it
 without them too). Needs ``pip install 'ragtrace[openai]' openai``; reads ``OPENAI_BASE_URL``,
 ``OPENAI_API_KEY``, ``OPENAI_MODEL`` (default gpt-4o-mini) and ``OPENAI_VECTOR_STORE_ID`` (a vector
-store holding your files).
+store holding your files). A vector-store chunk's id is ``file_id#digest``, a keyed digest of its
+text: set ``RAGTRACE_HASH_KEY`` to a secret your processes share to keep the ids stable across
+processes (without it ragtrace says so once, in one line).
 
     OPENAI_API_KEY=sk-... OPENAI_VECTOR_STORE_ID=vs_... python examples/openai_rag.py [--stream] [console|jsonl:PATH]
 """

@@ -1,5 +1,5 @@
 """Headless Chromium driven by Selenium, for the tests that look at a page as a person does: Debian's
-chromium and chromium-driver, which .ci/run installs (the --html report, Phoenix's UI)."""
+chromium and chromium-driver, which make test installs (tools/system_packages.sh; the --html report, Phoenix's UI)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def headless_chromium(width: int = 1280, height: int = 900) -> Iterator[Any]:
     from selenium.webdriver.chrome.service import Service
 
     missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not shutil.which(p)]
-    assert not missing, f"{missing} missing: apt-get install -y chromium chromium-driver (.ci/run does)"
+    assert not missing, f"{missing} missing: apt-get install -y chromium chromium-driver (make test does)"
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic", "--no-first-run",

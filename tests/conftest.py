@@ -22,7 +22,7 @@ os.environ["RAGTRACE_HASH_KEY"] = HASH_KEY  # before ragtrace hashes anything: s
 
 from backend.phoenix import PhoenixError, PhoenixServer, ensure_phoenix_venv
 from loopback import serve_chat
-from ragtrace._internal import auto_root, config, guard
+from ragtrace._internal import auto_root, config, guard, keyed
 from ragtrace.cli import compiled
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,6 +73,16 @@ def _strict_and_clean() -> Iterator[None]:
     guard.set_strict(previous)
     auto_root.end_open()  # an automatic root a test left open must not take the next test's stages
     config.reset()
+
+
+@pytest.fixture
+def no_hash_key(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No configured or environment hash key (the suite runs under one, above): the random key,
+    and its warning not given yet."""
+    monkeypatch.delenv("RAGTRACE_HASH_KEY")
+    keyed.forget()
+    yield
+    keyed.forget()
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -82,3 +83,30 @@ def test_every_emitted_metric_is_documented(metric_reader):
     documented = {m.name.replace("<name>", "groundedness") for m in names.METRICS}
     # only a PhoenixExporter with a full queue emits this one (tests/test_phoenix_exporter.py)
     assert emitted == documented - {names.METRIC_PHOENIX_DROPPED_ANNOTATIONS}
+
+
+def _table_after(text: str, heading: str) -> list[list[str]]:
+    """The cells of the first Markdown table under ``heading``, header and rule left out."""
+    section = text.split(heading, 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("|")]
+    return [[cell.strip() for cell in row.strip("|").split("|")] for row in rows[2:]]
+
+
+def test_readme_figures_are_the_performance_pages_with_the_command_that_reproduces_each():
+    readme = _table_after((ROOT / "README.md").read_text(encoding="utf-8"), "## What it costs")
+    glance = _table_after((ROOT / "docs" / "performance.md").read_text(encoding="utf-8"), "## At a glance")
+    assert readme and [row[:3] for row in glance] == readme
+    for measured, figure, command in readme:
+        assert re.fullmatch(r"`(make [\w-]+|python bench/bench_\w+\.py)`", command), command
+        assert re.search(r"\d", figure), figure
+
+
+def test_readme_quickstart_prints_no_warning(tmp_path):
+    """Full content, every chunk with an id: nothing exported depends on the hash key."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    quickstart = BLOCK.findall(readme.split("## Quickstart", 1)[1])[0]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAGTRACE_", "OTEL_"))}
+    env["PYTHONPATH"] = str(ROOT)
+    done = subprocess.run([sys.executable, "-c", quickstart], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "'recall_proxy': 0.5" in done.stdout, done.stderr
+    assert done.stderr == ""

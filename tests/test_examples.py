@@ -34,7 +34,8 @@ QUICK_EXAMPLES = ["quickstart", "decorators_only", "context_managers", "async_st
 def example_env(**extra: str) -> dict[str, str]:
     """The environment minus anything that would change ragtrace's or the exporters' behaviour."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "RAGTRACE_", "OPENAI_"))}
-    env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", **extra)
+    # PYTHONPATH: the ragtrace of this checkout, whatever the venv's editable install points at
+    env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", PYTHONPATH=str(ROOT), **extra)
     return env
 
 
@@ -49,10 +50,14 @@ def run(script: Path, *args: str, cwd: Path, env: dict[str, str] | None = None, 
     )
 
 
-def run_ok(name: str, *args: str, cwd: Path, env: dict[str, str] | None = None) -> str:
+def run_ok(name: str, *args: str, cwd: Path, env: dict[str, str] | None = None, key_warning: bool = False) -> str:
+    """The example's output; it ran without a hash key, so ragtrace's random-key warning is in its
+    log exactly when ``key_warning`` (an exported value depends on the key), as one line."""
     done = run(EXAMPLES / f"{name}.py", *args, cwd=cwd, env=env)
     assert done.returncode == 0, f"{name} failed:\n{done.stdout}\n{done.stderr}"
     assert "Traceback" not in done.stderr, done.stderr
+    warned = [line for line in done.stderr.splitlines() if "no hash key" in line]
+    assert len(warned) == key_warning, done.stderr
     return done.stdout
 
 
@@ -105,7 +110,7 @@ def figures(span: dict[str, Any]) -> dict[str, Any]:
 # --- the console tree, for every self-contained example ------------------------------------------
 @pytest.mark.parametrize("name", QUICK_EXAMPLES)
 def test_example_prints_span_trees_and_figures(name, tmp_path):
-    out = run_ok(name, cwd=tmp_path)
+    out = run_ok(name, cwd=tmp_path, key_warning=name == "redaction")  # redact mode: rag.query.hash
     assert re.search(r"^trace [0-9a-f]{32}$", out, re.M), out
     assert re.search(r"^invoke_workflow \S+ +[\d.]+ ms", out, re.M), out
     assert re.search(r"^│  recall_proxy +\d\.\d\d$", out, re.M), out
@@ -229,7 +234,7 @@ def test_async_streaming_keeps_concurrent_pipelines_apart(tmp_path):
 
 # --- redaction ----------------------------------------------------------------------------------
 def test_redaction_modes_keep_secrets_in_and_figures_equal(tmp_path):
-    out = run_ok("redaction", f"jsonl:{tmp_path / 'spans.jsonl'}", cwd=tmp_path)
+    out = run_ok("redaction", f"jsonl:{tmp_path / 'spans.jsonl'}", cwd=tmp_path, key_warning=True)
     lines = [line.split(None, 1) for line in out.splitlines() if line.split(None, 1)[0] in ("full", "redact", "hash")]
     assert [mode for mode, _ in lines] == ["full", "redact", "hash"]
     assert len({rest for _, rest in lines}) == 1  # the same figures in every mode
@@ -394,7 +399,18 @@ def test_llamaindex_rag_without_its_ragtrace_lines_is_the_same_app(tmp_path):
 
 # --- the OpenAI SDK against a chat-completions server on loopback (tests/loopback.py) ------------
 def openai_env(url: str) -> dict[str, str]:
+    """With a hash key: the vector store's chunk ids are file_id#digest (see the warning test)."""
     return example_env(OPENAI_BASE_URL=f"{url}/v1", OPENAI_API_KEY="sk-test-key", OPENAI_VECTOR_STORE_ID="vs_kb", RAGTRACE_HASH_KEY="examples")
+
+
+def test_openai_rag_without_a_hash_key_warns_once_that_its_chunk_ids_differ_between_processes(tmp_path, chat_server):
+    url, _ = chat_server
+    env = openai_env(url)
+    del env["RAGTRACE_HASH_KEY"]
+    done = run(EXAMPLES / "openai_rag.py", f"jsonl:{tmp_path / 'spans.jsonl'}", cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert "OpenAI vector-store chunk ids (file_id#digest) differ between processes" in line and "RAGTRACE_HASH_KEY" in line
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["completion", "stream"])

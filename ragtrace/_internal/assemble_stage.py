@@ -10,9 +10,10 @@ from typing import Any, Union
 from . import names, otel_metrics, state as state_module
 from .assembly import DEFAULT_CHUNK_FORMAT, ContextBuilder, ContextRecord, Drop, Labeller, Prompt, default_template, fill, fill_prompt
 from .locate import locate
-from .chunks import Accessors, Chunk, NO_ACCESSORS, normalize, placeable, to_chunk
+from .chunks import Accessors, Chunk, NO_ACCESSORS, normalize, placeable, to_chunk, warn_if_digest_ids
 from .declared import Declared, leading_label, resolve
 from .guard import call_guarded, guard, warn_once
+from .keyed import warn_if_random
 from .messages import as_prompt
 from .tokens import Tokenizer
 from .spans import gate_messages, gated_json_object
@@ -201,6 +202,7 @@ class Assemble(Stage):
         if state is not None:
             _explain_missing(record, state)
             state.contexts.append(record)
+            state.bind_context(record)
         self.record_ = record
         self._attributes(record)
 
@@ -213,6 +215,7 @@ class Assemble(Stage):
         if attrs is None or not attrs.recording:
             return
         placements = record.placements
+        warn_if_digest_ids((p.chunk_id, p.content_hash) for p in placements)
         values: dict[str, Any] = {
             names.RAG_CONTEXT_INCLUSION_METHOD: record.method,
             names.RAG_CONTEXT_CHUNK_IDS: [p.chunk_id for p in placements],
@@ -238,6 +241,7 @@ class Assemble(Stage):
             values[names.RAG_CONTEXT_MESSAGE_INDEXES] = [-1 if p.message_index is None else p.message_index for p in placements]
         if self.config.content.hashes:
             values[names.RAG_CONTEXT_CONTENT_HASHES] = [p.content_hash or "" for p in placements]
+            warn_if_random("hash-mode content hashes differ between processes")
         attrs.set_many(values)
         attrs.essential(names.RAG_CONTEXT_INCLUSION_METHOD, record.method)
         if self.config.openinference and record.prompt is not None:

@@ -3,29 +3,38 @@
 A LangChain chain or a LlamaIndex query engine is one call with a start and an end, and the
 integrations make it the root. An OpenAI-SDK app is a retrieval (``vector_stores.search``) and then
 a model call, in the app's own code. So a retrieval outside any ``rag_pipeline`` opens a root
-(``for_retrieval``); the stages that follow in the same context join it (``Stage.open`` asks
-``state.auto_root()``), and it closes when the first answer generation among them ends (a stream:
-when it ends, is closed or is dropped). More retrievals before that answer (multi-query) join the
-same root. With no assembly recorded, the answer's prompt is searched for the retrieved chunks
+(``for_retrieval``); the stages that follow join it (``Stage.open`` asks ``state.auto_root()``,
+then ``AutoRoot.admit``) when they are the same request's work by the one rule of ``boundary``:
+under the same request span, or, without one, called from the same function call. The root
+closes when the first answer generation among them ends (a stream: when it ends, is closed or is
+dropped). More retrievals of the same request before that answer (multi-query) join the same
+root. With no assembly recorded, the answer's prompt is searched for the retrieved chunks
 (``located``) by the same ``Assemble.observe`` an ``@assembler`` uses.
 
 Lifetimes. The root is a context variable set in the caller's context (what a wrapper sets
 persists there), never the OpenTelemetry context: nothing is attached to the app's own spans, and
-a closed root left behind counts as none. Threads start with an empty context and asyncio tasks
-with a copy, so each has its own root. The retrieved chunks' text, kept to locate them in the
+a closed root left behind counts as none. The retrieved chunks' text, kept to locate them in the
 prompt, is dropped when the root closes. A root whose answer never comes (an exception, an early
 return) is ended without an answer, marked ``rag.root.abandoned`` with the reason, when
-- the next retrieval of its context is another request's (another current trace) or comes after
-  ``IDLE_SECONDS`` of nothing (``replaced``);
-- any root opens while it has been idle ``IDLE_SECONDS`` (``idle``), or more than ``CAPACITY`` are
-  open (``capacity``, the oldest);
+- its request span ends (``request_ended``), or its owning call is over: its task done, its
+  frame off its thread's stack, looked at whenever a root opens (``owner_gone``);
+- a search outside its request opens a root in the same context slot (``replaced``). When that
+  search may be the same request's (made by the same call, not alongside an earlier search still
+  in flight; or its 33rd; or after ``IDLE_SECONDS``), the new root's figures are not measured
+  (``request_split``): its request's first searches may be in the old one;
+- any root opens while it has been idle ``IDLE_SECONDS`` (``idle``), or more than
+  ``configure(max_open_roots=...)`` are open (``capacity``, the oldest);
 - its context was garbage-collected (``collected``, ended when the next root opens) or the process
   exits (``exit``).
+A forked child forgets every root it inherited: the parent's spans are never ended or exported
+twice.
 """
 
 from __future__ import annotations
 
 import atexit
+import os
+import sys
 import threading
 import time
 import weakref
@@ -34,16 +43,16 @@ from typing import Any
 
 from opentelemetry import trace
 
-from . import names, state as state_module
+from . import boundary, names, state as state_module
+from . import config as config_module
 from .assemble_stage import Assemble
 from .chunks import Chunk
-from .guard import guard
+from .guard import guard, new_locks_after_fork
 from .messages import as_prompt
 from .pipeline import RagPipeline
 from .stage import Stage
 
 IDLE_SECONDS = 60.0  # a root with no stage for this long is not joined, and is ended as abandoned
-CAPACITY = 256  # open roots at most; beyond it the oldest is ended
 MAX_RETRIEVALS = 32  # retrievals one root takes before the next opens another root
 
 _open: dict[int, weakref.ref[AutoRoot]] = {}  # id -> the open roots, oldest first
@@ -56,15 +65,16 @@ class AutoRoot:
     """One automatic root: its pipeline, the state its stages record into, and the retrieved
     chunks (with text) its answer's prompt is searched for."""
 
-    def __init__(self, pipeline: RagPipeline) -> None:
+    def __init__(self, pipeline: RagPipeline, providers: tuple[Any, ...]) -> None:
         self.pipeline: RagPipeline | None = pipeline
         self.state = pipeline.state
         self.context: Any = trace.set_span_in_context(pipeline.span)
-        self.request = _current_trace()  # the trace current where it opened: the app's request, 0 for none
+        self.closed = False
+        self.answer: Stage | None = None
+        self.owner = boundary.owner_of_caller(self, providers)  # made in the caller's context
         self.chunks: list[Chunk] = []
         self.retrievals = 0
-        self.answer: Stage | None = None
-        self.closed = False
+        self.searching = 0  # searches handed this root by ``for_retrieval`` and not ended yet
         self.touched = time.monotonic()
         self._lock = threading.Lock()
         # a root whose context is collected unended is ended later (``_end_stale``); the callback
@@ -73,7 +83,7 @@ class AutoRoot:
         self._finalizer.atexit = False  # ``_end_all`` ends what is open at exit
 
     def _accepts(self) -> bool:
-        return not self.closed and self.answer is None and self.request == _current_trace()
+        return not self.closed and self.answer is None and self.owner.contains_caller()
 
     def _idle(self) -> bool:
         return self.answer is None and time.monotonic() - self.touched > IDLE_SECONDS
@@ -122,15 +132,33 @@ class AutoRoot:
             return
         if stage.stage == names.STAGE_RETRIEVE:
             with self._lock:
+                self.searching = max(0, self.searching - 1)
                 if not self.closed and self.answer is None:
                     self.chunks.extend(c for c in getattr(stage, "chunks", ()) if c.content is not None)
                     self.touched = time.monotonic()
 
     def takes_retrieval(self) -> bool:
+        """Whether one more retrieval of its own request joins (asked once ``owner`` said it is):
+        room for it, and, without a request span, an earlier search still in flight (gathered
+        searches of one call); one after another, two searches of one call may be two requests."""
         with self._lock:
-            return self._accepts() and self.retrievals < MAX_RETRIEVALS and not self._idle()
+            if self.closed or self.answer is not None or self.retrievals >= MAX_RETRIEVALS or self._idle():
+                return False
+            if self.owner.request is None and not self.searching:
+                return False
+            self.searching += 1
+            return True
 
-    def end(self, error: BaseException | None = None, *, abandoned: str | None = None) -> None:
+    def request_ended(self, end_time: int | None) -> None:
+        """Its request span ended: so does the root, at the same time, answered or not."""
+        self.end(abandoned="request_ended", end_time=end_time)
+
+    def owner_gone(self) -> None:
+        """The call that owned it is over: a root still waiting for its answer ends unanswered."""
+        if self.answer is None:
+            self.end(abandoned="owner_gone")
+
+    def end(self, error: BaseException | None = None, *, abandoned: str | None = None, end_time: int | None = None) -> None:
         """Close the pipeline once (its figures are computed then) and let go of everything."""
         with self._lock:
             if self.closed:
@@ -138,10 +166,19 @@ class AutoRoot:
             self.closed = True
             pipeline, self.pipeline, self.state, self.context, self.chunks, self.answer = self.pipeline, None, None, None, [], None
         self._finalizer.detach()
+        self.owner.forget()
         with _lock:
             _open.pop(id(self), None)
         if pipeline is not None:
+            pipeline.end_time = end_time
             _close(pipeline, error, abandoned)
+
+    def forget(self) -> None:
+        """In a forked child: the parent's root, closed here without ending its span."""
+        self.closed = True
+        self.pipeline, self.state, self.context, self.chunks, self.answer = None, None, None, [], None
+        self._finalizer.detach()
+        self.owner.forget()
 
 
 def _close(pipeline: RagPipeline, error: BaseException | None, abandoned: str | None) -> None:
@@ -149,10 +186,6 @@ def _close(pipeline: RagPipeline, error: BaseException | None, abandoned: str | 
         with guard("automatic root"):
             pipeline.attrs.essential(names.RAG_ROOT_ABANDONED, abandoned)
     pipeline.close(error)
-
-
-def _current_trace() -> int:
-    return trace.get_current_span().get_span_context().trace_id
 
 
 def for_retrieval(name: str, query: Any = None, tracer_provider: trace.TracerProvider | None = None) -> AutoRoot | None:
@@ -163,11 +196,14 @@ def for_retrieval(name: str, query: Any = None, tracer_provider: trace.TracerPro
         return None
     _end_stale()
     found = state_module.auto_root()
-    if found is not None:
-        if found.takes_retrieval():
+    split = False
+    if found is not None and not found.closed:
+        own = found.owner.contains_caller()
+        if own and found.takes_retrieval():
             return found  # type: ignore[no-any-return]
-        if found.answer is None:
+        if found.answer is None and (own or found.owner.same_slot()):  # the new root takes its slot
             found.end(abandoned="replaced")
+            split = own
     pipeline = RagPipeline(name, tracer_provider=tracer_provider)
     pipeline.open()
     if pipeline.inert or pipeline.state is None:
@@ -175,7 +211,10 @@ def for_retrieval(name: str, query: Any = None, tracer_provider: trace.TracerPro
         return None
     with guard("automatic root"):
         pipeline.set_query(query)
-    root = AutoRoot(pipeline)
+    if split:
+        pipeline.state.unmeasured = state_module.STATUS_REQUEST_SPLIT
+    root = AutoRoot(pipeline, (tracer_provider, pipeline.config.tracer_provider, trace.get_tracer_provider()))
+    root.searching = 1
     _register(root)
     state_module.set_auto_root(root)
     return root
@@ -186,7 +225,8 @@ def _register(root: AutoRoot) -> None:
     with _lock:
         _open.pop(id(root), None)  # a collected root's entry under a reused id
         _open[id(root)] = weakref.ref(root)
-        oldest = [ref() for ref in list(_open.values())[: max(0, len(_open) - CAPACITY)]]
+        capacity = config_module.current().max_open_roots
+        oldest = [ref() for ref in list(_open.values())[: max(0, len(_open) - capacity)]]
         if not _exit_registered:  # after the app's TracerProvider, so it runs before the provider's shutdown
             atexit.register(_end_all)
             _exit_registered = True
@@ -196,15 +236,20 @@ def _register(root: AutoRoot) -> None:
 
 
 def _end_stale() -> None:
-    """End the roots whose context is gone and those idle too long (any context's)."""
+    """End the roots whose context is gone, whose owning call is over, and those idle too long
+    (any context's)."""
     _end_collected()
     with _lock:
         for key in [key for key, ref in _open.items() if ref() is None]:
             del _open[key]
-        roots = [ref() for ref in _open.values()]
+        roots = [root for root in (ref() for ref in _open.values()) if root is not None]
+    frames = sys._current_frames() if roots else {}
     for root in roots:
-        if root is not None and root._idle():
+        if root._idle():
             root.end(abandoned="idle")
+        elif root.answer is None and boundary.gone(root.owner, frames):
+            root.end(abandoned="owner_gone")
+    del frames
 
 
 def _end_all() -> None:
@@ -231,6 +276,22 @@ def end_open() -> None:
 
 
 def open_count() -> int:
-    """How many automatic roots are open (bounded by ``CAPACITY``; for tests)."""
+    """How many automatic roots are open (bounded by ``max_open_roots``; for tests)."""
     with _lock:
         return sum(1 for ref in _open.values() if ref() is not None)
+
+
+def _forget_inherited() -> None:
+    """After ``fork()``, in the child: every root is the parent's, so none is ended or exported here."""
+    roots = [ref() for ref in _open.values()]
+    _open.clear()
+    _collected.clear()
+    for root in roots:
+        if root is not None:
+            root.forget()
+    boundary.forget_inherited()
+
+
+if hasattr(os, "register_at_fork"):
+    new_locks_after_fork(__name__, "_lock")
+    os.register_at_fork(after_in_child=_forget_inherited)

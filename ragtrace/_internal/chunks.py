@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .guard import warn_once
-from .keyed import content_digest
+from .keyed import content_digest, warn_if_random, warning_due
 
 IdOf = Callable[[Any], Any]
 ContentOf = Callable[[Any], Any]
@@ -90,6 +90,13 @@ def placeable(chunk: Chunk | None, failed: list[str], *, rendered: bool = True) 
 def content_hash(text: str) -> str:
     """Short keyed digest of chunk text: the id of id-less chunks and the duplicate key (``keyed``)."""
     return content_digest(text)
+
+
+def warn_if_digest_ids(pairs: Iterable[tuple[str, str | None]]) -> None:
+    """Called where chunk ids are exported, with each one's (id, content hash): an id-less chunk's
+    id is its keyed digest, which under the random key differs between processes (``keyed``)."""
+    if warning_due() and any(chunk_id == digest for chunk_id, digest in pairs):
+        warn_if_random("ids of id-less chunks differ between processes")
 
 
 def normalize(items: Any, accessors: Accessors = NO_ACCESSORS, *, start_rank: int = 1, limit: int | None = None) -> Normalized:

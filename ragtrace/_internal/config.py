@@ -60,11 +60,29 @@ class Config:
     # results of one retrieval (or rerank) that are recorded; the rest are counted only, so a
     # streamed cursor of a million rows costs ragtrace this many items, never every row
     max_retrieved: int = 10_000
+    max_open_roots: int = 256  # automatic roots open at once (``auto_root``); beyond, the oldest ends
+
+
+MAX_OPEN_ROOTS_ENV = "RAGTRACE_MAX_OPEN_ROOTS"
+
+
+def max_open_roots_from_environment() -> int:
+    """``RAGTRACE_MAX_OPEN_ROOTS`` (a positive int), else 256; anything else is a clear error."""
+    text = os.environ.get(MAX_OPEN_ROOTS_ENV, "").strip()
+    if not text:
+        return Config.max_open_roots
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"{MAX_OPEN_ROOTS_ENV} must be a positive int, got {text!r}")
+    return value
 
 
 def _initial() -> Config:
     mode = mode_from_environment() or "full"
-    return Config(content=ContentPolicy(mode), full_content_sample=sample_from_environment(mode))
+    return Config(content=ContentPolicy(mode), full_content_sample=sample_from_environment(mode), max_open_roots=max_open_roots_from_environment())
 
 
 _config = _initial()
@@ -91,6 +109,7 @@ def configure(
     tokenizer: Tokenizer | None = None,
     batch: bool | None = None,
     max_retrieved: int = 10_000,
+    max_open_roots: int | None = None,
 ) -> trace.TracerProvider | None:
     """Configure ragtrace. Optional: without it ragtrace uses the app's global providers.
 
@@ -109,6 +128,9 @@ def configure(
     ``max_retrieved`` (at least 1): results of one retrieval or rerank that are recorded; beyond it
     they reach the app as before and are counted (``rag.omitted_items``), and the figures that need
     every retrieved id say ``retrieval_truncated`` instead of a value.
+    ``max_open_roots`` bounds the automatic roots (searches outside any ``rag_pipeline`` waiting
+    for their answer) open at once; beyond it the oldest ends, ``rag.root.abandoned=capacity``
+    (default ``RAGTRACE_MAX_OPEN_ROOTS``, else 256).
 
     Returns the TracerProvider ragtrace will use (``None`` means the global one). Invalid arguments
     raise ``ValueError``/``TypeError`` here, at set-up time.
@@ -131,6 +153,10 @@ def configure(
             raise ValueError(f"{name} must be a non-negative int, got {value!r}")
     if not isinstance(max_retrieved, int) or isinstance(max_retrieved, bool) or max_retrieved < 1:
         raise ValueError(f"max_retrieved must be a positive int, got {max_retrieved!r}")
+    if max_open_roots is None:
+        max_open_roots = max_open_roots_from_environment()
+    elif not isinstance(max_open_roots, int) or isinstance(max_open_roots, bool) or max_open_roots < 1:
+        raise ValueError(f"max_open_roots must be a positive int, got {max_open_roots!r}")
     if tokenizer is not None and not isinstance(tokenizer, Tokenizer):
         raise TypeError("tokenizer must have count(text) and truncate(text, max_tokens) methods")
     mode = check_mode(capture_content) if capture_content is not None else (mode_from_environment() or "full")
@@ -162,6 +188,7 @@ def configure(
             max_content_chars=max_content_chars,
             tokenizer=tokenizer or DEFAULT_TOKENIZER,
             max_retrieved=max_retrieved,
+            max_open_roots=max_open_roots,
         )
     return provider
 

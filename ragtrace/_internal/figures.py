@@ -188,6 +188,7 @@ def _compute(
     if not scored:
         if STATUS_NO_CONTEXT not in status:
             status.append(STATUS_NO_CONTEXT)
+        status.extend(r for r in dict.fromkeys(a.unmeasured for a in answers if a.unmeasured) if r not in status)
         return figures
     # one answer's citations unknown leaves every citation figure of the trace unknown
     unmeasured = [a.unmeasured for a in answers if a.unmeasured]

@@ -55,6 +55,7 @@ class Generate(Stage):
         self.citation_status: str | None = None  # why the answer's citations are not scored
         self.output_unreadable = False  # an output was recorded that ragtrace could not read
         self._pending_stream: Any = None  # a LlamaIndex StreamingResponse, read at close
+        self._context_unknown: str | None = None  # why its context can't be told (``context_for_answer``)
         self.answer: figures_module.Answer | None = None
         self.metrics: dict[str, Any] = {}
         self._usage: dict[str, Any] = {}
@@ -180,6 +181,8 @@ class Generate(Stage):
             scored = call_guarded("citation parsing", score, self.text, context, retrieved, self.citation_pattern)
             if scored is None:  # ragtrace's own fault: the answer is not measured, never scored 0
                 scored = Scored(figures_module.Answer(context.placements if context else None, unmeasured=figures_module.STATUS_INTERNAL_ERROR), None)
+            if self._context_unknown is not None:  # several tasks' assemblies, none of them this answer's
+                scored = Scored(figures_module.Answer(None, unmeasured=self._context_unknown), scored.citations)
             scored = _outside_a_pipeline(scored, state, context)
             self.citations, answer, self.out_of_context_ids = scored.citations, scored.answer, scored.out_of_context_ids
             self.citation_status = answer.unmeasured
@@ -191,7 +194,7 @@ class Generate(Stage):
                 result = figures_module.Figures(status=[answer.unmeasured])
             else:
                 result = state.figures_for_answer(answer) if state is not None else figures_module.compute([], [answer])
-                if answer.unmeasured == state_module.STATUS_OUTSIDE_PIPELINE:
+                if answer.unmeasured is not None and answer.unmeasured not in result.status:
                     result.status.append(answer.unmeasured)
             self.metrics = dict(result.values)
             with guard("figure attributes"):
@@ -213,7 +216,10 @@ class Generate(Stage):
             return given
         if given is not None:
             warn_once("context-type", "generate(context=...) takes an assemble handle; got %s", type(given).__name__)
-        return self.state.latest_context() if self.state is not None else None
+        if self.state is None:
+            return None
+        record, self._context_unknown = self.state.context_for_answer(self.is_answer)  # the assembly made in this task or thread
+        return record
 
     def _attributes(self, context: ContextRecord | None) -> None:
         attrs = self.attrs

@@ -6,7 +6,9 @@ hashes and ``rag.query.hash`` are keyed BLAKE2b digests (BLAKE2's built-in MAC m
 with a separate personalisation per purpose. Without the key they can't be recomputed from a guess.
 
 The key is ``configure(hash_key=...)``, else ``RAGTRACE_HASH_KEY``, else a random key made once per
-process, with a one-time warning: digests then agree within the process only.
+process: digests then agree within the process only. That matters only where an exported value
+depends on it (``warn_if_random``), not for the duplicate keys every full-mode chunk gets, so the
+one-line warning is given there, lazily, and never for an app whose chunks carry their own ids.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ _lock = threading.Lock()
 _given: bytes | None = None  # from configure(hash_key=...)
 _random: bytes | None = None  # made once, kept for the life of the process
 _hashers: dict[bytes, hashlib._Hash] | None = None  # per purpose, keyed; copied for each digest
+_random_in_use = False  # the hashers above are keyed with the random key
+_warned = False  # the random-key warning was given (a plain flag: warn_if_random runs per id-less chunk)
 
 
 def check_key(key: object) -> bytes | None:
@@ -59,24 +63,31 @@ def _key() -> bytes:
         return raw.encode("utf-8")
     if _random is None:
         _random = secrets.token_bytes(32)
-        warn_once(
-            "random-hash-key",
-            "no hash key is set (configure(hash_key=...) or %s), so ids of chunks without an id, content "
-            "hashes and rag.query.hash are keyed with a random key for this process. They agree within "
-            "this process only: the same id-less chunk gets another id in another process or after a "
-            "restart, and `ragtrace eval` can't join redacted traces to a golden set by query. Set a "
-            "secret key shared by your processes to keep them stable.",
-            ENV_KEY,
-        )
     return _random
 
 
+def warning_due() -> bool:
+    """The digests are under the random key and nobody was told yet (cheap: a caller may skip the
+    work of finding out whether a keyed value is exported)."""
+    return _random_in_use and not _warned
+
+
+def warn_if_random(what: str) -> None:
+    """Called where an exported value depends on the key (``what`` says which and how), after its
+    digest was made: warns once, in one line with the fix, when that key is the random one."""
+    global _warned
+    if _random_in_use and not _warned:
+        _warned = True
+        warn_once("random-hash-key", "no hash key is set: %s; set %s or configure(hash_key=...) to a secret your processes share", what, ENV_KEY)
+
+
 def _hasher(purpose: bytes) -> hashlib._Hash:
-    global _hashers
+    global _hashers, _random_in_use
     hashers = _hashers
     if hashers is None:
         with _lock:
             key = _key()
+            _random_in_use = key is _random
             if len(key) > 64:  # BLAKE2b keys are at most 64 bytes
                 key = hashlib.blake2b(key).digest()
             hashers = _hashers = {
@@ -100,10 +111,12 @@ def query_digest(query: str) -> str:
 
 
 def forget() -> None:
-    """Back to no key at all (tests of the random-key path): a new random key on next use."""
-    global _given, _random, _hashers
+    """Back to no key at all (tests of the random-key path): a new random key on next use, and
+    its warning may be given again."""
+    global _given, _random, _hashers, _random_in_use, _warned
     with _lock:
         _given = _random = _hashers = None
+        _random_in_use = _warned = False
 
 
 new_locks_after_fork(__name__, "_lock")

@@ -214,7 +214,8 @@ METRIC_TIME_TO_FIRST_CHUNK: Final = "gen_ai.client.operation.time_to_first_chunk
 METRIC_TIME_PER_OUTPUT_CHUNK: Final = "gen_ai.client.operation.time_per_output_chunk"
 RAG_PIPELINE_VERSION: Final = "rag.pipeline.version"
 RAG_PIPELINE_ROUTE: Final = "rag.pipeline.route"
-# an automatic root (``auto_root``) that ended with no answer: why (replaced, idle, capacity, collected, exit)
+# an automatic root (``auto_root``) that ended with no answer: why (request_ended, owner_gone, replaced,
+# idle, capacity, collected, exit)
 RAG_ROOT_ABANDONED: Final = "rag.root.abandoned"
 METRIC_SCORE_PREFIX: Final = "rag.eval."  # record_score's histograms: rag.eval.<score name>
 

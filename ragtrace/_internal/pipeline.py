@@ -15,6 +15,7 @@ from opentelemetry import trace
 from . import config as config_module
 from . import names, otel_metrics, state as state_module
 from .guard import guard, warn_once
+from .keyed import warn_if_random
 from .redaction import Redactor
 from .spans import gated_json_object
 from .outputs import as_text
@@ -159,6 +160,8 @@ class RagPipeline(Stage):
         super().set_query(text)
         if text is not None and self.attrs is not None:
             self.attrs.essential(names.RAG_QUERY_HASH, query_hash(text))
+            if not self.config.content.captures:  # the hash is then the only way to join by query
+                warn_if_random("rag.query.hash, which joins redacted traces by query, differs between processes")
 
     def attach(self) -> None:
         super().attach()

@@ -8,8 +8,9 @@ from typing import Any
 from opentelemetry.trace import SpanKind
 
 from . import names, otel_metrics
-from .chunks import Accessors, Chunk, NO_ACCESSORS, Normalized, normalize
+from .chunks import Accessors, Chunk, NO_ACCESSORS, Normalized, normalize, warn_if_digest_ids
 from .guard import guard, warn_once
+from .keyed import warn_if_random
 from .passthrough import Kept
 from .spans import finite_or_nan, trim_text
 from .stage import Stage, int_or_none
@@ -193,6 +194,7 @@ class Retrieve(_Results):
         if attrs is None or not attrs.recording:
             return
         ids = [c.id for c in chunks]
+        warn_if_digest_ids((c.id, c.content_hash) for c in chunks)
         ranks = [c.rank for c in chunks]
         # the documents' ids and scores, once: gen_ai.retrieval.documents (every mode), from which
         # Phoenix also fills OpenInference's retrieval.documents.{i}.document.id/score
@@ -215,6 +217,7 @@ class Retrieve(_Results):
             attrs.set(names.RAG_RETRIEVAL_CHUNK_TOKENS, tokens)
         if self.config.content.hashes:
             attrs.set(names.RAG_RETRIEVAL_CONTENT_HASHES, [c.content_hash or "" for c in chunks])
+            warn_if_random("hash-mode content hashes differ between processes")
         if self.config.openinference:
             # Phoenix derives the ids and scores from the JSON when it holds every one of them
             derived = whole and all(c.id and c.score is not None for c in chunks)
@@ -330,6 +333,7 @@ class Rerank(_Results):
         # the input ids and output scores once: in OpenInference's reranker documents when those
         # hold them all, else here (rag.rerank.output_ids stays: the Phoenix annotations read it)
         in_documents = self.config.openinference and max(len(inputs), len(outputs)) <= self.config.max_documents
+        warn_if_digest_ids((c.id, c.content_hash) for c in (*inputs, *outputs))
         attrs.set_many(
             {
                 names.RAG_RERANK_INPUT_COUNT: len(inputs) + omitted[0],

@@ -49,6 +49,7 @@ class Stage:
     _closed = False
     _started = 0.0
     start_time: int | None = None  # epoch ns, for a stage opened after the fact (integrations)
+    end_time: int | None = None  # epoch ns, for a stage ended at another span's end (``auto_root``)
     inert = False  # neither traces nor metrics are on: the handle does no bookkeeping
     auto_root: Any = None  # the automatic root (``auto_root``) this stage joined, if any
     stream_keep: int | None = None  # items of a returned stream kept for the record (None: all)
@@ -175,7 +176,7 @@ class Stage:
             with guard("attribute writing"):
                 self.attrs.flush()
         with guard("span end"):
-            self.span.end()
+            self.span.end(self.end_time)
         self.attrs = None
         root = self.auto_root
         if root is not None:

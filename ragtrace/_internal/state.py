@@ -12,6 +12,7 @@ State holds ids, ranks, scores and hashes only, never chunk text.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -33,9 +34,15 @@ _EVICTED_CAPACITY = 16 * _IMPLICIT_CAPACITY  # trace ids (ints) remembered as ev
 # the figures status (``rag.metrics.status``, ``rag.citation.status``) of a generation whose trace's
 # state was evicted: its retrievals and contexts are gone, so nothing of it is measured
 STATUS_STATE_EVICTED = "state_evicted"
+# an automatic root opened by a search of the same request as the root it replaced (its 33rd, or
+# one after a long idle): that request's first searches are in the other root, so nothing is measured
+STATUS_REQUEST_SPLIT = "request_split"
 # an answer outside any pipeline, with no context in its trace, that cites labels: each would count
 # as invalid, but the likelier cause is that its stages are traces of their own
 STATUS_OUTSIDE_PIPELINE = "outside_pipeline"
+# an answer whose own context can't be told: its pipeline has assemblies made in several tasks or
+# threads, none of them in the answer's, and more than one not yet answered
+STATUS_CONTEXT_UNKNOWN = "context_unknown"
 
 
 @dataclass(eq=False, slots=True)
@@ -60,6 +67,12 @@ class PipelineState:
     # may hold the framework's documents: dropped with the pipeline, never kept process-wide
     scopes: dict[Any, Any] = field(default_factory=dict)
     evicted: bool = False  # a trace's stand-in state after its own was dropped from the map
+    unmeasured: str | None = None  # a status reason: this pipeline's figures can't be known (``auto_root``)
+    # the assemblies bound to the contexts (task or thread) that made them (``bind_context``):
+    # token (held in that context) -> record, where each was made, and which ones an answer took
+    _bound: dict[object, ContextRecord] = field(default_factory=dict)
+    _origins: set[tuple[int, int]] = field(default_factory=set)
+    _answered: set[int] = field(default_factory=set)
 
     def add_retrieval(self, chunks: list[Chunk], unreadable: int, omitted: int = 0) -> list[Chunk]:
         """Record a retrieval's chunks (text dropped) and return them with canonical ids;
@@ -91,12 +104,42 @@ class PipelineState:
     def latest_context(self) -> ContextRecord | None:
         return self.contexts[-1] if self.contexts else None
 
+    def bind_context(self, record: ContextRecord) -> None:
+        """An assembly of this pipeline ended here: answers made in this context (this task or
+        thread, and the tasks it starts later) are scored against it."""
+        token = object()
+        self._bound[token] = record
+        self._origins.add(_origin())
+        _assembly.set(token)
+
+    def context_for_answer(self, answer: bool = True) -> tuple[ContextRecord | None, str | None]:
+        """The context an answer made here was shown, or None and why it can't be told: the
+        assembly bound to this context; else, when all assemblies were made in one task or
+        thread, the latest; else the only one no answer took yet."""
+        record = self._bound.get(_assembly.get())
+        if record is None and self.contexts:
+            unanswered = [c for c in self.contexts if id(c) not in self._answered]
+            if len(self._origins) <= 1:
+                record = self.contexts[-1]
+            elif len(unanswered) == 1:
+                record = unanswered[0]
+            else:
+                return None, STATUS_CONTEXT_UNKNOWN
+        if record is not None and answer:
+            self._answered.add(id(record))
+        return record, None
+
     def unanswered_contexts(self) -> list[ContextRecord]:
-        """Contexts no answer was recorded against (they still count for |C|)."""
-        return [] if self.answers else self.contexts
+        """Contexts no answer was recorded against (they still count for |C|); every context when
+        an answer's own one can't be told (they are all the pipeline's, whichever it was)."""
+        if not self.answers or any(a.unmeasured == STATUS_CONTEXT_UNKNOWN for a in self.answers):
+            return self.contexts
+        return []
 
     def figures_for_answer(self, answer: Answer) -> Figures:
         """The figures of one answer generation, against every retrieval so far."""
+        if self.unmeasured is not None:
+            return figures_module.Figures(status=[self.unmeasured])
         result = figures_module.compute(self.retrievals, [answer], unreadable=self.unreadable, omitted=self.omitted)
         self.answer_figures = (answer, len(self.retrievals), self.unreadable, result)
         return result
@@ -104,10 +147,12 @@ class PipelineState:
     def figures_for_trace(self) -> Figures:
         """The trace's figures (the root's). With one answer and nothing retrieved since its own
         figures, they are the same inputs to the same pure function: computed once."""
-        cached = self.answer_figures
-        if cached is not None and len(self.answers) == 1 and self.answers[0] is cached[0] and cached[1:3] == (len(self.retrievals), self.unreadable):
-            return cached[3]
+        if self.unmeasured is not None:
+            return figures_module.Figures(status=[self.unmeasured])
         contexts = [c.placements for c in self.unanswered_contexts()]
+        cached = self.answer_figures
+        if cached is not None and not contexts and len(self.answers) == 1 and self.answers[0] is cached[0] and cached[1:3] == (len(self.retrievals), self.unreadable):
+            return cached[3]
         return figures_module.compute(self.retrievals, self.answers, contexts=contexts, unreadable=self.unreadable, omitted=self.omitted)
 
 
@@ -115,6 +160,9 @@ _current: ContextVar[PipelineState | None] = ContextVar("ragtrace_pipeline", def
 # the automatic root (``auto_root.AutoRoot``) the stages of this context join, set where a
 # retrieval outside any pipeline opened it; a closed one left behind counts as none
 _auto_root: ContextVar[Any] = ContextVar("ragtrace_auto_root", default=None)
+# the token of the assembly this context made last (``PipelineState.bind_context``): a bare object,
+# so a context that outlives its pipeline keeps nothing of it
+_assembly: ContextVar[object] = ContextVar("ragtrace_assembly", default=None)
 _implicit: OrderedDict[int, PipelineState] = OrderedDict()
 _evicted: OrderedDict[int, None] = OrderedDict()
 _implicit_lock = threading.Lock()
@@ -165,6 +213,13 @@ def for_span(span: Span, config: Config) -> PipelineState | None:
         _IMPLICIT_CAPACITY,
     )
     return PipelineState(config, implicit=True, evicted=True)
+
+
+def _origin() -> tuple[int, int]:
+    """Where an assembly is made: its thread and asyncio task (0 for none)."""
+    loop = asyncio._get_running_loop()
+    task = asyncio.current_task(loop) if loop is not None else None
+    return threading.get_ident(), id(task) if task is not None else 0
 
 
 def implicit_count() -> int:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import math
 from pathlib import Path
 
 import pytest
 
+from ids import HASH_KEY
+from ragtrace._internal import keyed
 from ragtrace.cli.diagnostics import Diagnostics
 from ragtrace.cli.eval import GoldenError, load_golden, retrieval_metrics, spearman
 
@@ -98,6 +101,26 @@ def test_redacted_runs_are_matched_by_the_recorded_hash(cli, tmp_path):
     (query,) = document["queries"]
     assert query["traces"] == 1
     assert query["recall"] == 1.0 and query["mrr"] == 0.5
+
+
+def test_joining_by_hash_without_the_applications_key_warns_once_and_matches_nothing(cli, tmp_path, no_hash_key, caplog):
+    """The app ran under its key; eval, given none, hashes the golden set with a random one."""
+    redacted, full = tmp_path / "redacted.jsonl", tmp_path / "full.jsonl"
+    keyed.set_key(HASH_KEY.encode())
+    for path, mode in ((redacted, "redact"), (full, "full")):
+        provider = provider_to(path)
+        for _ in range(2):
+            pipeline(provider, "private", "Which plan includes SSO?", ["d1", "d2"], ["d1"], "[1]", capture_content=mode)
+        provider.shutdown()
+    keyed.set_key(None)
+    golden = _golden(tmp_path / "golden.jsonl", {"query": "which plan INCLUDES sso?", "relevant_ids": ["d2"]})
+    with caplog.at_level(logging.WARNING, logger="ragtrace"):
+        by_text = cli("eval", "--golden", golden, "--json", full).json()
+        assert [m.getMessage() for m in caplog.records] == []  # the traces' text joins them: no key needed
+        by_hash = cli("eval", "--golden", golden, "--json", redacted).json()
+    assert by_text["queries"][0]["traces"] == 2 and by_hash["queries"][0]["traces"] == 0
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert "the golden set's query hashes can't match the traces' rag.query.hash" in warning and "RAGTRACE_HASH_KEY" in warning
 
 
 def test_text_output_lists_blind_spots(cli, known, tmp_path):

@@ -1,5 +1,5 @@
 """``ragtrace report --html`` as a person sees it: the page in a real headless Chromium (Debian's
-chromium and chromium-driver, which .ci/run installs), driven by Selenium.
+chromium and chromium-driver, which make test installs), driven by Selenium.
 
 The page must render with no console errors and fetch nothing, its charts' axis labels must not
 overlap, nothing may run off the page, hovering a run's point must show its trace and value, and a

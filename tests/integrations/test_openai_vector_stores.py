@@ -148,6 +148,16 @@ def test_chunk_ids_are_per_chunk_and_stable(instrumented, chat_server):
     assert IDS[0].startswith("file-refunds#") and IDS[1].startswith("file-refunds#")
 
 
+def test_without_a_hash_key_the_ids_warn_once_that_they_differ_between_processes(instrumented, chat_server, no_hash_key, caplog):
+    url, _ = chat_server
+    with caplog.at_level(logging.WARNING, logger="ragtrace"):
+        for _ in range(2):
+            client(url).vector_stores.search("vs_kb", query=QUESTION)
+    (warning,) = [r.getMessage() for r in caplog.records if "hash key" in r.getMessage()]
+    assert "OpenAI vector-store chunk ids (file_id#digest) differ between processes" in warning
+    assert "RAGTRACE_HASH_KEY" in warning and "\n" not in warning
+
+
 def test_several_searches_before_the_answer_join_one_root(instrumented, chat_server):
     """Multi-query: two searches (one gathered pair, async) then the answer: one pipeline."""
     url, _ = chat_server
@@ -224,9 +234,10 @@ def holders_of(marker: str) -> list[str]:
 
 
 # --- lifetimes: abandoned roots, threads, tasks -----------------------------------------------
-def test_a_search_with_no_answer_is_ended_when_the_next_request_searches(instrumented, chat_server):
-    """Retrieval, then the app's exception, no model call: the next search (another request's
-    span) ends that root, abandoned, with no answer figures and no text held."""
+def test_a_search_with_no_answer_ends_with_its_request_span(instrumented, chat_server):
+    """Retrieval, then the app's exception, no model call: the root ends when the request's span
+    does (at its end time), abandoned, with no answer figures and no text held; the next request
+    is a root of its own."""
     url, _ = chat_server
     marker = "mk" + uuid.uuid4().hex
     ChatCompletions.store = [(f, n, s, f"{text} ({marker})") for f, n, s, text in VECTOR_STORE]
@@ -234,17 +245,20 @@ def test_a_search_with_no_answer_is_ended_when_the_next_request_searches(instrum
     sdk = client(url)
     with pytest.raises(RuntimeError), tracer.start_as_current_span("request 1"):
         sdk.vector_stores.search("vs_kb", query=QUESTION)
+        assert auto_root.open_count() == 1 and not instrumented.by_stage("pipeline")
         raise RuntimeError("the app failed before asking the model")
-    assert not instrumented.by_stage("pipeline") and auto_root.open_count() == 1
-    assert holders_of(marker) == ["Chunk"] * 3  # the open root keeps the chunks to locate them later
+    assert auto_root.open_count() == 0
+    assert holders_of(marker) == []
+    (first,) = instrumented.by_stage("pipeline")
+    request = next(s for s in instrumented.all() if s.name == "request 1")
+    assert first.parent.span_id == request.context.span_id and first.end_time == request.end_time
+    assert first.attributes["rag.root.abandoned"] == "request_ended"
+    assert "no_answer" in first.attributes["rag.metrics.status"]
+    assert "rag.metrics.recall_proxy" not in first.attributes
     ChatCompletions.store = VECTOR_STORE
     with tracer.start_as_current_span("request 2"):
         assert sync_app(url) == ANSWER
-    assert holders_of(marker) == []
     first, second = sorted(instrumented.by_stage("pipeline"), key=lambda s: s.start_time)
-    assert first.attributes["rag.root.abandoned"] == "replaced"
-    assert "no_answer" in first.attributes["rag.metrics.status"]
-    assert "rag.metrics.recall_proxy" not in first.attributes
     assert "rag.root.abandoned" not in second.attributes and metrics(second)["cited"] == 1
     assert first.context.trace_id != second.context.trace_id
     assert auto_root.open_count() == 0
@@ -264,7 +278,7 @@ def test_an_idle_root_is_ended_at_the_next_opening_and_not_joined(instrumented, 
 def test_open_roots_are_bounded(instrumented, chat_server, monkeypatch):
     """Searches in threads that each keep their context alive: beyond CAPACITY, the oldest ends."""
     url, _ = chat_server
-    monkeypatch.setattr(auto_root, "CAPACITY", 2)
+    ragtrace.configure(tracer_provider=instrumented.provider, max_open_roots=2)
     sdk = client(url)
     keep, go = [], threading.Event()
 
@@ -384,20 +398,23 @@ def test_messages_with_content_parts_are_searched_too(instrumented, chat_server)
 @pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
 def test_embeddings_create_is_an_embed_span_in_the_root_a_search_opened(instrumented, chat_server, asynchronous):
     """``embeddings.create`` before any search is a span of its own (it opens no root); after one,
-    a stage of its root."""
+    made from the same call, a stage of its root."""
     url, _ = chat_server
 
-    async def embed(text: str) -> list[float]:
-        return (await client(url, openai.AsyncOpenAI).embeddings.create(model="text-embedding-3-small", input=text)).data[0].embedding
+    async def search_then_embed() -> list[float]:
+        sdk = client(url, openai.AsyncOpenAI)
+        assert (await sdk.embeddings.create(model="text-embedding-3-small", input=QUESTION)).data[0].embedding == [0.5, -0.25, 0.125, 1.0]
+        await sdk.vector_stores.search("vs_kb", query=QUESTION)
+        return (await sdk.embeddings.create(model="text-embedding-3-small", input="refund to card")).data[0].embedding
 
-    def embedded(text: str) -> list[float]:
-        if asynchronous:
-            return asyncio.run(embed(text))
-        return client(url).embeddings.create(model="text-embedding-3-small", input=text).data[0].embedding
-
-    assert embedded(QUESTION) == [0.5, -0.25, 0.125, 1.0]  # the SDK's own response, decoded as without ragtrace
-    client(url).vector_stores.search("vs_kb", query=QUESTION)
-    embedded("refund to card")
+    if asynchronous:
+        assert asyncio.run(search_then_embed()) == [0.5, -0.25, 0.125, 1.0]
+    else:
+        sdk = client(url)
+        # the SDK's own response, decoded as without ragtrace
+        assert sdk.embeddings.create(model="text-embedding-3-small", input=QUESTION).data[0].embedding == [0.5, -0.25, 0.125, 1.0]
+        sdk.vector_stores.search("vs_kb", query=QUESTION)
+        sdk.embeddings.create(model="text-embedding-3-small", input="refund to card")
     auto_root.end_open()
     alone, joined = sorted(instrumented.by_stage("embed"), key=lambda s: s.start_time)
     for span in (alone, joined):

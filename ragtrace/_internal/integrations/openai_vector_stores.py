@@ -27,7 +27,7 @@ from opentelemetry import trace
 
 from .. import auto_root
 from ..guard import call_guarded, warn_once
-from ..keyed import content_digest
+from ..keyed import content_digest, warn_if_random
 from ..retrieval import Retrieve
 from ._common import call_wrappers, closed_with, started, unwrap
 
@@ -85,6 +85,8 @@ def _record(stage: Retrieve, kwargs: Mapping[str, Any], page: Any) -> Any:
     data = getattr(page, "data", None)
     if isinstance(data, list):
         stage.record([_chunk(result) for result in data])
+        if data and not stage.inert:  # the ids were exported
+            warn_if_random("OpenAI vector-store chunk ids (file_id#digest) differ between processes")
     else:  # with_raw_response / with_streaming_response: an HTTP response, not read here
         warn_once("openai-raw-search", "a vector_stores.search call returned %s, not a page: its results are not recorded", type(page).__name__)
     stage.close()
