@@ -7,7 +7,7 @@ per-trace recall proxies attached to the spans before export. See README.md and 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from typing import Any
 
 from opentelemetry import trace as _trace
@@ -17,7 +17,10 @@ from ._internal.assembly import ContextRecord, Labeller
 from ._internal.chunks import make_accessors as _make_accessors
 from ._internal.chunks import Chunk
 from ._internal.citations import CitationPattern, CitationResult, parse_citations
+from ._internal.carrier import DEFAULT_TTL as _DEFAULT_TTL
 from ._internal.config import configure
+from ._internal.continued import ContinuedPipeline
+from ._internal.continued import inject as _inject
 from ._internal.decorators import assembler, embedder, generator, reranker, retriever
 from ._internal.integrations import instrument, uninstrument
 from ._internal.pipeline import RagPipeline
@@ -36,6 +39,8 @@ __all__ = [
     "instrument",
     "uninstrument",
     "rag_pipeline",
+    "inject",
+    "continue_pipeline",
     "embed",
     "retrieve",
     "rerank",
@@ -55,6 +60,7 @@ __all__ = [
     "CitationResult",
     "ContextRecord",
     "RagPipeline",
+    "ContinuedPipeline",
     "Embed",
     "Retrieve",
     "Rerank",
@@ -103,6 +109,37 @@ def rag_pipeline(
         tags=tags,
         **attributes,
     )
+
+
+def inject(carrier: MutableMapping[str, str], *, ttl: float = _DEFAULT_TTL) -> bool:
+    """Inside a ``rag_pipeline``, after its assembly: hand the pipeline to another process.
+
+    Writes one ``ragtrace-context`` entry into ``carrier`` (HTTP headers, a queue message's
+    attributes, a JSON body): the retrieval and placement record (ids, scores, ranks, labels,
+    positions, token counts, the pipeline's name, version and route, the content mode; never
+    content in redact or hash mode), signed with the shared hash key, bound to this trace and
+    valid for ``ttl`` seconds. The W3C trace context goes in too, through the app's propagators,
+    unless the carrier already has it. The root is then marked delegated
+    (``rag.pipeline.delegated``): the receiving side's ``continue_pipeline`` carries the figures.
+    Raises when no shared hash key is set (``configure(hash_key=...)`` or ``RAGTRACE_HASH_KEY``).
+    Returns whether an entry was written (False outside a traced pipeline). See docs/cross-process.md.
+    """
+    return _inject(carrier, ttl=ttl)
+
+
+def continue_pipeline(carrier: Any, name: str | None = None) -> ContinuedPipeline:
+    """The answering side of a pipeline another process started: ``with
+    ragtrace.continue_pipeline(request.headers) as run:`` (sync or async).
+
+    Opens a ``pipeline_segment`` span, a child of the remote span, whose generate stages (and the
+    integrations) score the answer against the carried record exactly as in one process;
+    ``run.metrics`` and the metrics use the origin's pipeline labels. A missing, oversized,
+    tampered, expired or other-trace record leaves the figures not measurable
+    (``remote_context_missing``, ``remote_context_too_large``, ``remote_context_invalid``), logged
+    once; nothing is raised for it. ``name`` names the pipeline when the record can't say.
+    Raises when no shared hash key is set. See docs/cross-process.md.
+    """
+    return ContinuedPipeline(carrier, name)
 
 
 def embed(model: str | None = None, provider: str | None = None, *, tracer_provider: _Provider | None = None) -> Embed:

@@ -215,3 +215,20 @@ def test_a_private_own_provider_is_shut_down_when_replaced(global_provider_slot,
         ragtrace.configure(tracer_provider=TracerProvider())
     assert all(e._stopped for e in exporters)
     assert caplog.text.count("already has a TracerProvider") == 1  # the app's provider, said once
+
+
+def test_max_open_roots_precedence_and_errors(monkeypatch):
+    """``max_open_roots``: argument > ``RAGTRACE_MAX_OPEN_ROOTS`` > 256; anything but a positive int
+    raises at the call site."""
+    assert config.current().max_open_roots == 256
+    monkeypatch.setenv("RAGTRACE_MAX_OPEN_ROOTS", "12")
+    ragtrace.configure()
+    assert config.current().max_open_roots == 12
+    ragtrace.configure(max_open_roots=3)
+    assert config.current().max_open_roots == 3
+    for bad in (0, -1, True, 2.5, "4"):
+        with pytest.raises(ValueError, match="max_open_roots"):
+            ragtrace.configure(max_open_roots=bad)
+    monkeypatch.setenv("RAGTRACE_MAX_OPEN_ROOTS", "many")
+    with pytest.raises(ValueError, match="RAGTRACE_MAX_OPEN_ROOTS"):
+        ragtrace.configure()

@@ -21,9 +21,10 @@ from . import figures, names
 from .assembly import ContextRecord
 from .citations import CitationPattern, CitationResult, parse_citations
 from .guard import warn_once
+from .keyed import HASHED_LABEL, label_key
 from .locate import shown_labels
 
-_SEARCHED = frozenset({names.INCLUSION_LOCATED, names.INCLUSION_INFERRED})
+SEARCHED = frozenset({names.INCLUSION_LOCATED, names.INCLUSION_INFERRED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +99,7 @@ def classify(citations: CitationResult, context: ContextRecord | None, retrieved
     if citations.invalid_labels and context is not None and unresolvable(context, citations.invalid_labels):
         return Scored(figures.Answer(placements, citations.cited_ids, unmeasured=figures.STATUS_CITATIONS_UNRESOLVED), citations)
     outside = _outside(context, retrieved) if citations.invalid_labels else {}
-    named = [outside[key] for key in map(_fold, citations.invalid_labels) if key in outside]
+    named = _named(outside, citations.invalid_labels)
     answer = figures.Answer(placements, citations.cited_ids, citations.invalid_count, len(named))
     return Scored(answer, citations, tuple(dict.fromkeys(named)))
 
@@ -117,8 +118,11 @@ def unresolvable(context: ContextRecord, invalid_labels: Sequence[str] = ()) -> 
     """
     if any(not p.label for p in context.placements):
         return True
-    if context.method not in _SEARCHED or not invalid_labels or context.prompt is None:
+    if context.method not in SEARCHED or not invalid_labels:
         return False
+    if context.prompt is None:  # a record carried from another process: the labels' keyed digests
+        carried = context.shown_keys
+        return carried is not None and any(label_key(_fold(label)) in carried for label in invalid_labels)
     shown = shown_labels(context.prompt)
     return any(_fold(label) in shown for label in invalid_labels)
 
@@ -130,6 +134,20 @@ def _outside(context: ContextRecord | None, retrieved: Set[str]) -> dict[str, st
     if context is not None:
         keys.update((_fold(label), chunk_id) for label, chunk_id in context.unshown.items() if chunk_id not in placed)
     return keys
+
+
+def _named(outside: dict[str, str], labels: Iterable[str]) -> list[str]:
+    """The chunk ids ``labels`` name among ``outside``'s keys; a label carried as a keyed digest
+    (``keyed.label_key``, from another process in redact mode) is matched by the digest of the key."""
+    hashed = any(key.startswith(HASHED_LABEL) for key in outside)
+    named = []
+    for key in map(_fold, labels):
+        found = outside.get(key)
+        if found is None and hashed:
+            found = outside.get(label_key(key))
+        if found is not None:
+            named.append(found)
+    return named
 
 
 def _fold(key: str) -> str:

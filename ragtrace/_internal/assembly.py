@@ -64,6 +64,9 @@ class ContextRecord:
     span_id: str | None = None  # hex id of the assemble span, so generations can point at it
     aliases: dict[str, str] = field(default_factory=dict)  # more labels the model saw (declared duplicates)
     unshown: dict[str, str] = field(default_factory=dict)  # declared labels whose text never reached the prompt
+    # a record carried from another process has no prompt: the source labels that prompt showed,
+    # as keyed digests (``keyed.label_key``), for the searched contexts' resolution rule (``answer``)
+    shown_keys: frozenset[str] | None = None
 
     @property
     def total_tokens(self) -> int:

@@ -37,6 +37,8 @@ from .stage import STAGE_KEY
 
 # the packages whose frames stand between the app and a stage: the caller is the first frame outside them
 _NOT_THE_CALLER = frozenset({"ragtrace", "wrapt", "openai"})
+# the frames of a list, dict or set comprehension (Python < 3.12) run within their function's call
+_INLINE_CODE = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>"})
 _MAX_HOPS = 64  # span parents followed up to a request span
 _MAX_SPANS_PER_TRACE = 4096  # span parents remembered per watched trace (beyond: not under, so not joined)
 
@@ -87,11 +89,12 @@ def owner_of_caller(root: Any, providers: tuple[Any, ...]) -> Owner:
 
 
 def caller() -> FrameType | None:
-    """The app's frame that called into ragtrace: the first one outside ragtrace, wrapt and the SDK."""
+    """The app's call that called into ragtrace: the first frame outside ragtrace, wrapt and the
+    SDK (a comprehension's frame stands for the function it runs in)."""
     frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         module = frame.f_globals.get("__name__")
-        if not isinstance(module, str) or module.partition(".")[0] not in _NOT_THE_CALLER:
+        if (not isinstance(module, str) or module.partition(".")[0] not in _NOT_THE_CALLER) and frame.f_code.co_name not in _INLINE_CODE:
             return frame
         frame = frame.f_back
     return None
@@ -173,6 +176,8 @@ class _RequestEnds(SpanProcessor):
             return
         context = span.get_span_context()
         key = (context.trace_id, context.span_id)
+        if key not in self.waiting:  # every span of the app ends here: no lock for the others
+            return
         with _lock:
             refs = self.waiting.pop(key, None)
             if refs is not None and not any(k[0] == key[0] for k in self.waiting):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .keyed import HASHED_LABEL, label_key
 from .citation_syntax import (
     ID_FIELDS,
     LIST_SPLIT,
@@ -37,6 +38,9 @@ class KeyResolver:
                 if isinstance(key, str) and value is not None:
                     self.exact[key] = value if isinstance(value, str) else str(value)
         self._folded: dict[str, str] | None = None
+        # whether some labels are keyed digests a cross-process record carried (``keyed.label_key``):
+        # looked for at the first key that matches no label, so a parse whose keys all match never pays
+        self._hashed: bool | None = None
         self.cited: dict[str, None] = {}
         self.invalid: dict[str, None] = {}
 
@@ -49,7 +53,13 @@ class KeyResolver:
             self._folded = {}
             for label, chunk_id in self.exact.items():
                 self._folded.setdefault(fold(label), chunk_id)
-        return self._folded.get(fold(key))
+        found = self._folded.get(fold(key))
+        if found is None and self._hashed is not False:
+            if self._hashed is None:
+                self._hashed = any(label.startswith(HASHED_LABEL) for label in self.exact)
+            if self._hashed:
+                return self.exact.get(label_key(fold(key)))
+        return found
 
     def valid(self, key: str) -> bool:
         chunk_id = self.lookup(key)

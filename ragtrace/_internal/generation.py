@@ -181,9 +181,13 @@ class Generate(Stage):
             scored = call_guarded("citation parsing", score, self.text, context, retrieved, self.citation_pattern)
             if scored is None:  # ragtrace's own fault: the answer is not measured, never scored 0
                 scored = Scored(figures_module.Answer(context.placements if context else None, unmeasured=figures_module.STATUS_INTERNAL_ERROR), None)
-            if self._context_unknown is not None:  # several tasks' assemblies, none of them this answer's
-                scored = Scored(figures_module.Answer(None, unmeasured=self._context_unknown), scored.citations)
+            # its own context can't be told (several tasks' assemblies), or its root's request may be split
+            unknown = self._context_unknown or (state.unmeasured if state is not None else None)
+            if unknown is not None:
+                scored = Scored(figures_module.Answer(None, unmeasured=unknown), scored.citations)
             scored = _outside_a_pipeline(scored, state, context)
+            if state is not None and state.unmeasured in state_module.REMOTE_CONTEXT_STATUSES:  # a carried record that can't be used
+                scored = Scored(figures_module.Answer(None, unmeasured=state.unmeasured), scored.citations)
             self.citations, answer, self.out_of_context_ids = scored.citations, scored.answer, scored.out_of_context_ids
             self.citation_status = answer.unmeasured
             self.answer = answer

@@ -24,6 +24,9 @@ from .guard import new_locks_after_fork, warn_once
 ENV_KEY: Final = "RAGTRACE_HASH_KEY"
 _CONTENT: Final = b"ragtrace-chunk"
 _QUERY: Final = b"ragtrace-query"
+_LABEL: Final = b"ragtrace-label"
+# a citation label carried as its keyed digest (``label_key``): no typed citation can hold a NUL
+HASHED_LABEL: Final = "\x00label:"
 _DIGEST_BYTES: Final = 8  # 16 hex digits
 
 _lock = threading.Lock()
@@ -54,13 +57,20 @@ def set_key(key: bytes | None) -> None:
         _given, _hashers = key, None
 
 
-def _key() -> bytes:
-    global _random
+def shared_key() -> bytes | None:
+    """The key set by ``configure(hash_key=...)`` or ``RAGTRACE_HASH_KEY``; None when only the
+    random per-process key exists (nothing another process could check against)."""
     if _given is not None:
         return _given
     raw = os.environ.get(ENV_KEY, "")
-    if raw:
-        return raw.encode("utf-8")
+    return raw.encode("utf-8") if raw else None
+
+
+def _key() -> bytes:
+    global _random
+    shared = shared_key()
+    if shared is not None:
+        return shared
     if _random is None:
         _random = secrets.token_bytes(32)
     return _random
@@ -91,7 +101,7 @@ def _hasher(purpose: bytes) -> hashlib._Hash:
             if len(key) > 64:  # BLAKE2b keys are at most 64 bytes
                 key = hashlib.blake2b(key).digest()
             hashers = _hashers = {
-                purpose: hashlib.blake2b(digest_size=_DIGEST_BYTES, key=key, person=purpose) for purpose in (_CONTENT, _QUERY)
+                purpose: hashlib.blake2b(digest_size=_DIGEST_BYTES, key=key, person=purpose) for purpose in (_CONTENT, _QUERY, _LABEL)
             }
     return hashers[purpose]
 
@@ -108,6 +118,15 @@ def query_digest(query: str) -> str:
     hasher = _hasher(_QUERY).copy()
     hasher.update(" ".join(query.lower().split()).encode("utf-8", "surrogatepass"))
     return hasher.hexdigest()
+
+
+def label_key(folded: str) -> str:
+    """A citation label that is content (a title), as a cross-process record carries it in redact
+    and hash modes: ``HASHED_LABEL`` + the keyed digest of the label, case and whitespace folded.
+    The receiving process resolves a citation by the digest of its folded key (``citation_keys``)."""
+    hasher = _hasher(_LABEL).copy()
+    hasher.update(folded.encode("utf-8", "surrogatepass"))
+    return HASHED_LABEL + hasher.hexdigest()
 
 
 def forget() -> None:

@@ -26,6 +26,10 @@ STAGE_RERANK: Final = "rerank"
 STAGE_ASSEMBLE: Final = "assemble"
 STAGE_GENERATE: Final = "generate"
 STAGE_EVALUATION: Final = "evaluation"  # a score of a run (record_score); not a step of the pipeline
+STAGE_TOOL: Final = "tool"  # an agent's tool call; a retrieval through it is a retrieve span under it
+# this process's part of a pipeline that another process started (continue_pipeline): its figures
+# are the pipeline's, and it is not counted as a pipeline of its own
+STAGE_SEGMENT: Final = "pipeline_segment"
 
 # gen_ai.operation.name values. "rerank" is a custom value (no OTel rerank operation exists yet).
 OP_WORKFLOW: Final = "invoke_workflow"
@@ -33,6 +37,7 @@ OP_EMBEDDINGS: Final = "embeddings"
 OP_RETRIEVAL: Final = "retrieval"
 OP_RERANK: Final = "rerank"
 OP_CHAT: Final = "chat"
+OP_EXECUTE_TOOL: Final = "execute_tool"
 # The assemble span has no GenAI operation; this is its span name.
 ASSEMBLE_SPAN_NAME: Final = "assemble_context"
 EVALUATION_SPAN_NAME: Final = "evaluation"  # "evaluation {score name}"
@@ -52,6 +57,10 @@ GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: Final = "gen_ai.response.time_to_first_chun
 GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
 GEN_AI_WORKFLOW_NAME: Final = "gen_ai.workflow.name"
 GEN_AI_DATA_SOURCE_ID: Final = "gen_ai.data_source.id"
+GEN_AI_TOOL_NAME: Final = "gen_ai.tool.name"
+GEN_AI_TOOL_CALL_ID: Final = "gen_ai.tool.call.id"
+GEN_AI_TOOL_TYPE: Final = "gen_ai.tool.type"
+TOOL_TYPE_FUNCTION: Final = "function"
 GEN_AI_RETRIEVAL_TOP_K: Final = "gen_ai.retrieval.top_k"
 GEN_AI_RETRIEVAL_QUERY_TEXT: Final = "gen_ai.retrieval.query.text"
 GEN_AI_RETRIEVAL_DOCUMENTS: Final = "gen_ai.retrieval.documents"
@@ -83,6 +92,12 @@ RAG_CONTENT_SAMPLED: Final = "rag.content_sampled"
 RAG_CONTENT_SAMPLE_SHARE: Final = "rag.content_sample_share"
 RAG_UNREADABLE_ITEMS: Final = "rag.unreadable_items"
 RAG_OMITTED_ITEMS: Final = "rag.omitted_items"
+# the root of a pipeline whose answer another process scores (ragtrace.inject): it has no figures
+RAG_PIPELINE_DELEGATED: Final = "rag.pipeline.delegated"
+
+# --- ragtrace: cross-process carrier ------------------------------------------------------------
+# the entry ragtrace.inject writes into a carrier (HTTP headers, a message's attributes, a JSON body)
+CARRIER_KEY: Final = "ragtrace-context"
 
 # --- ragtrace: retrieval ----------------------------------------------------------------------
 RAG_RETRIEVAL_CHUNK_IDS: Final = "rag.retrieval.chunk_ids"
@@ -92,6 +107,11 @@ RAG_RETRIEVAL_CHUNK_TOKENS: Final = "rag.retrieval.chunk_tokens"
 RAG_RETRIEVAL_CONTENT_HASHES: Final = "rag.retrieval.content_hashes"
 RAG_RETRIEVAL_RESULT_COUNT: Final = "rag.retrieval.result_count"
 RAG_RETRIEVAL_TOP_SCORE: Final = "rag.retrieval.top_score"
+# multi-round pipelines (agents): the root's number of retrieval rounds, and on each retrieve span
+# its round (1-based) and how many of its chunks no earlier round of the pipeline returned
+RAG_RETRIEVAL_ROUNDS: Final = "rag.retrieval.rounds"
+RAG_RETRIEVAL_ROUND: Final = "rag.retrieval.round"
+RAG_RETRIEVAL_NEW_CHUNKS: Final = "rag.retrieval.new_chunks"
 
 # --- ragtrace: rerank -------------------------------------------------------------------------
 RAG_RERANK_TOP_N: Final = "rag.rerank.top_n"
@@ -141,6 +161,8 @@ ROLE_REFINE: Final = "refine"  # rewrites the answer with more context (LlamaInd
 ANSWER_ROLES: Final = frozenset({ROLE_ANSWER, ROLE_REFINE})  # the generations the figures score
 ROLE_REWRITE: Final = "rewrite"  # an LLM call that shapes the query (condense, rewrite, multi-query), not the answer
 ROLE_GRADER: Final = "grader"  # an LLM call that judges or reranks documents (LlamaIndex's LLMRerank), not the answer
+ROLE_TOOL_CHOICE: Final = "tool_choice"  # an agent's model call that asked for tools instead of answering
+ROLE_DRAFT: Final = "draft"  # an agent's model call whose message was not the run's final one
 RAG_ROLE_METADATA_KEY: Final = "ragtrace_role"  # LangChain run metadata that sets a generation's role
 RAG_CITATION_IDS: Final = "rag.citation.ids"
 RAG_CITATION_VALID_COUNT: Final = "rag.citation.valid_count"
@@ -228,6 +250,8 @@ OI_KIND_RERANKER: Final = "RERANKER"
 OI_KIND_PROMPT: Final = "PROMPT"
 OI_KIND_LLM: Final = "LLM"
 OI_KIND_EVALUATOR: Final = "EVALUATOR"
+OI_KIND_TOOL: Final = "TOOL"
+OI_TOOL_NAME: Final = "tool.name"
 OI_INPUT_VALUE: Final = "input.value"
 OI_INPUT_MIME_TYPE: Final = "input.mime_type"
 OI_OUTPUT_VALUE: Final = "output.value"
@@ -348,11 +372,12 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(GEN_AI_INPUT_MESSAGES, "string (JSON)", "generate", True, "Prompt as GenAI input messages."),
     AttributeInfo(GEN_AI_OUTPUT_MESSAGES, "string (JSON)", "generate", True, "Completion as GenAI output messages."),
     AttributeInfo(ERROR_TYPE, "string", _ALL, False, "Exception type name when the stage failed."),
-    AttributeInfo(RAG_STAGE, "string", _ALL, False, "pipeline, embed, retrieve, rerank, assemble, generate; evaluation on a record_score span."),
+    AttributeInfo(RAG_STAGE, "string", _ALL, False, "pipeline, embed, retrieve, rerank, assemble, generate; tool on an agent's tool call; evaluation on a record_score span; pipeline_segment on a continue_pipeline span."),
     AttributeInfo(RAG_PIPELINE_ATTRIBUTE_PREFIX + "<key>", "any primitive", "pipeline", False, "Extra keyword arguments of rag_pipeline (version, route...)."),
+    AttributeInfo(RAG_PIPELINE_DELEGATED, "boolean", "pipeline", False, "True when ragtrace.inject handed the pipeline's record to another process: that process's pipeline_segment span carries the figures, this root none (rag.metrics.status=delegated)."),
     AttributeInfo(
         RAG_ROOT_ABANDONED, "string", "pipeline", False,
-        "An automatic root (OpenAI SDK apps) that ended with no answer, and why: replaced, idle, capacity, collected or exit.",
+        "An automatic root (OpenAI SDK apps) that ended with no answer, and why: request_ended, owner_gone, replaced, idle, capacity, collected or exit (docs/integrations.md, request boundaries).",
     ),
     AttributeInfo(RAG_QUERY_ID, "string", "pipeline", False, "Caller-supplied query id, for golden-set eval."),
     AttributeInfo(RAG_QUERY_HASH, "string", "pipeline", False, "Keyed digest (hash key) of the normalised query: joins golden sets under redaction."),
@@ -374,6 +399,12 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(RAG_RETRIEVAL_CONTENT_HASHES, "string[]", "retrieve", False, "hash mode only: keyed content digest per chunk."),
     AttributeInfo(RAG_RETRIEVAL_RESULT_COUNT, "int", "retrieve", False, "Number of results, recorded or omitted."),
     AttributeInfo(RAG_RETRIEVAL_TOP_SCORE, "double", "retrieve", False, "Best score (absent when no scores)."),
+    AttributeInfo(RAG_RETRIEVAL_ROUNDS, "int", "pipeline", False, "Agents: how many retrieval rounds the run took (retrieve spans of the agent's runs)."),
+    AttributeInfo(RAG_RETRIEVAL_ROUND, "int", "retrieve", False, "Agents: this retrieval's round, 1-based."),
+    AttributeInfo(RAG_RETRIEVAL_NEW_CHUNKS, "int", "retrieve", False, "Agents: how many of this round's chunks no earlier round returned."),
+    AttributeInfo(GEN_AI_TOOL_NAME, "string", "tool", False, "The tool an agent called."),
+    AttributeInfo(GEN_AI_TOOL_CALL_ID, "string", "tool", False, "The model's id for the tool call (when the framework gives one)."),
+    AttributeInfo(GEN_AI_TOOL_TYPE, "string", "tool", False, "function."),
     AttributeInfo(RAG_RERANK_TOP_N, "int", "rerank", False, "How many results the reranker keeps."),
     AttributeInfo(RAG_RERANK_INPUT_COUNT, "int", "rerank", False, "Candidates in, recorded or omitted."),
     AttributeInfo(RAG_RERANK_OUTPUT_COUNT, "int", "rerank", False, "Results out, recorded or omitted."),
@@ -395,7 +426,7 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(RAG_CONTEXT_DROPPED_IDS, "string[]", "assemble", False, "Chunks that did not land."),
     AttributeInfo(RAG_CONTEXT_DROPPED_REASONS, "string[]", "assemble", False, "over_budget, duplicate, filtered, reranked_out, not_added, not_found, outside_sources, not_rendered, not_in_prompt or a user reason."),
     AttributeInfo(RAG_CONTEXT_CONTENT_HASHES, "string[]", "assemble", False, "hash mode only: keyed content digest per placed chunk."),
-    AttributeInfo(RAG_GENERATION_ROLE, "string", "generate", False, "answer, or another role (rewrite, grader...) left out of the figures."),
+    AttributeInfo(RAG_GENERATION_ROLE, "string", "generate", False, "answer, or another role left out of the figures: rewrite, grader, refine (scored like an answer), and for agents tool_choice (asked for tools) and draft (not the run's final message)."),
     AttributeInfo(RAG_GENERATION_CONTEXT_SPAN_ID, "string", "generate", False, "Span id (hex) of the assemble span whose context this generation was scored against."),
     AttributeInfo(RAG_CITATION_IDS, "string[]", "generate", False, "Validly cited chunk ids, first-cited first."),
     AttributeInfo(RAG_CITATION_VALID_COUNT, "int", "generate", False, "Citations that match an in-context chunk."),
@@ -404,10 +435,10 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(RAG_CITATION_OUT_OF_CONTEXT_COUNT, "int", "generate", False, "Invalid citations naming a retrieved chunk that was not in the context (by its id, or a declared label that did not reach the prompt)."),
     AttributeInfo(RAG_CITATION_UNKNOWN_COUNT, "int", "generate", False, "Invalid citations naming nothing retrieved."),
     AttributeInfo(RAG_CITATION_OUT_OF_CONTEXT_IDS, "string[]", "generate", False, "The retrieved chunks the out-of-context citations name, first-cited first (absent when none)."),
-    AttributeInfo(RAG_CITATION_STATUS, "string", "generate", False, "Why the answer's citations are not scored: answer_unreadable, citation_pattern_failed, citations_unresolved, internal_error, state_evicted or outside_pipeline (absent when scored)."),
+    AttributeInfo(RAG_CITATION_STATUS, "string", "generate", False, "Why the answer's citations are not scored: answer_unreadable, citation_pattern_failed, citations_unresolved, internal_error, state_evicted, outside_pipeline, context_unknown, request_split, remote_context_missing, remote_context_invalid or remote_context_too_large (absent when scored)."),
     AttributeInfo(RAG_CITATION_FORMAT, "string", "generate", False, "json, inline or none."),
     AttributeInfo(RAG_CITATION_CONFORMANT, "boolean", "generate", False, "False when the answer has no parseable citation."),
-    AttributeInfo(RAG_METRICS_STATUS, "string", "pipeline, generate", False, "Why figures are missing (absent when all were measured)."),
+    AttributeInfo(RAG_METRICS_STATUS, "string", "pipeline, pipeline_segment, generate", False, "Why figures are missing (absent when all were measured); delegated on a root whose figures another process's pipeline_segment carries."),
     AttributeInfo(RAG_METRICS_INCLUSION_METHOD, "string", "pipeline, generate", False, "How the context the figures rest on was known: recorded, declared or located (comma-separated when a trace mixes them)."),
     AttributeInfo(metric_attribute(METRIC_RETRIEVED), "int", "pipeline, generate", False, "|R|: unique retrieved chunks."),
     AttributeInfo(metric_attribute(METRIC_IN_CONTEXT), "int", "pipeline, generate", False, "|C|: in-context chunks."),

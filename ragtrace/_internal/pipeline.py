@@ -179,6 +179,12 @@ class RagPipeline(Stage):
         state = self.state
         if state is None:
             return
+        if state.delegated:  # another process's pipeline_segment carries the figures: counted once
+            self.status = state_module.STATUS_DELEGATED
+            if self.attrs is not None:
+                self.attrs.essential(names.RAG_PIPELINE_DELEGATED, True)
+                self.attrs.essential(names.RAG_METRICS_STATUS, self.status)
+            return
         result = state.figures_for_trace()
         self.metrics = dict(result.values)
         self.status = result.status_text

@@ -199,7 +199,10 @@ class Stage:
             },
             **self.metric_labels(),
         )
-        found.duration.record(time.perf_counter() - self._started, labels)
+        elapsed = time.perf_counter() - self._started
+        if self.end_time is not None:  # ended after the fact: the span's end, not now
+            elapsed -= max(0, time.time_ns() - self.end_time) / 1e9
+        found.duration.record(elapsed, labels)
         self.record_stage_metrics(found, labels)
 
     def metric_labels(self) -> dict[str, Any]:

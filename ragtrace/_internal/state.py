@@ -40,6 +40,13 @@ STATUS_REQUEST_SPLIT = "request_split"
 # an answer outside any pipeline, with no context in its trace, that cites labels: each would count
 # as invalid, but the likelier cause is that its stages are traces of their own
 STATUS_OUTSIDE_PIPELINE = "outside_pipeline"
+# a continue_pipeline whose carried record (``carrier``) can't be used: nothing of the origin is known
+STATUS_REMOTE_CONTEXT_MISSING = "remote_context_missing"  # no ragtrace-context entry in the carrier
+STATUS_REMOTE_CONTEXT_INVALID = "remote_context_invalid"  # bad signature, expired, another trace, unreadable
+STATUS_REMOTE_CONTEXT_TOO_LARGE = "remote_context_too_large"  # over the carrier's size cap
+# not a reason figures are missing: the root handed them to another process (``rag.pipeline.delegated``)
+STATUS_DELEGATED = "delegated"
+REMOTE_CONTEXT_STATUSES = frozenset({STATUS_REMOTE_CONTEXT_MISSING, STATUS_REMOTE_CONTEXT_INVALID, STATUS_REMOTE_CONTEXT_TOO_LARGE})
 # an answer whose own context can't be told: its pipeline has assemblies made in several tasks or
 # threads, none of them in the answer's, and more than one not yet answered
 STATUS_CONTEXT_UNKNOWN = "context_unknown"
@@ -67,7 +74,8 @@ class PipelineState:
     # may hold the framework's documents: dropped with the pipeline, never kept process-wide
     scopes: dict[Any, Any] = field(default_factory=dict)
     evicted: bool = False  # a trace's stand-in state after its own was dropped from the map
-    unmeasured: str | None = None  # a status reason: this pipeline's figures can't be known (``auto_root``)
+    unmeasured: str | None = None  # a status reason: this pipeline's figures can't be known (``auto_root``, ``continued``)
+    delegated: bool = False  # ragtrace.inject handed this pipeline's record to another process
     # the assemblies bound to the contexts (task or thread) that made them (``bind_context``):
     # token (held in that context) -> record, where each was made, and which ones an answer took
     _bound: dict[object, ContextRecord] = field(default_factory=dict)
@@ -183,6 +191,11 @@ def deactivate(token: object) -> None:
 
 auto_root: Callable[[], Any] = _auto_root.get
 set_auto_root: Callable[[Any], object] = _auto_root.set
+
+
+def reset_auto_root(token: object) -> None:
+    """Undo ``set_auto_root`` (an agent's tool call sets one for the stages inside it)."""
+    _auto_root.reset(token)  # type: ignore[arg-type]
 
 
 def for_span(span: Span, config: Config) -> PipelineState | None:

@@ -4,6 +4,9 @@ A trace is finished once the span that is its root (no parent, or a remote paren
 and ``grace_spans`` more spans after it (0 by default), or at the end of input. Pending traces
 are capped at ``max_pending_spans`` spans: the oldest are finished early, with a warning. The ids
 of the last finished traces are remembered (``FinishedTraces``) to recognise late spans.
+A pipeline that crossed a process (``ragtrace.inject`` / ``continue_pipeline``) has a root on each
+side, each exported by its own process: a trace holding one side waits for the other (or the end
+of input, or the pending cap) before it finishes, whichever file comes first.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from .._internal.names import EVALUATION_SPAN_NAME
+from .._internal.names import EVALUATION_SPAN_NAME, OP_WORKFLOW, RAG_PIPELINE_DELEGATED, RAG_STAGE, STAGE_SEGMENT
 from .diagnostics import Diagnostics
 from .finished import FinishedTraces
 from .spans import Span, Trace
@@ -21,12 +24,15 @@ DEFAULT_GRACE_SPANS = 0  # finish a trace right after the line (or document) hol
 DEFAULT_MAX_PENDING_SPANS = 100_000
 _SCORE_SPAN = EVALUATION_SPAN_NAME + " "  # record_score's spans: joined to their runs by ScoreJoin
 _FINISHED_MEMORY = 20_000  # finished trace ids remembered, to recognise late spans (bounded)
+_WORKFLOW = OP_WORKFLOW + " "  # the span name of a pipeline root and of a pipeline segment
+_DELEGATED, _SEGMENT, _BOTH = 1, 2, 3  # the sides of a cross-process pipeline seen (``Pending.sides``)
 
 
 @dataclass(slots=True, eq=False)
 class Pending:
     spans: list[Span] = field(default_factory=list)
     root_seen: bool = False
+    sides: int = 0  # _DELEGATED | _SEGMENT: the sides of a cross-process pipeline seen so far
 
 
 @dataclass(slots=True)
@@ -77,6 +83,11 @@ class TraceJoiner:
             pending = self.pending[trace_id] = Pending()
         pending.spans.append(span)
         self.pending_spans += 1
+        if span.name.startswith(_WORKFLOW):
+            side = _DELEGATED if span.get_bool(RAG_PIPELINE_DELEGATED) else _SEGMENT if span.get_str(RAG_STAGE) == STAGE_SEGMENT else 0
+            if side and pending.sides | side == _BOTH and pending.sides != _BOTH and pending.root_seen:
+                self._ready.append((self.stats.spans + self.grace_spans, trace_id))  # the other side came
+            pending.sides |= side
         if local_root and not pending.root_seen:
             pending.root_seen = True
             self._ready.append((self.stats.spans + self.grace_spans, trace_id))
@@ -87,7 +98,7 @@ class TraceJoiner:
         ready, seen = self._ready, self.stats.spans
         while ready and ready[0][0] <= seen:
             _, trace_id = ready.popleft()
-            if trace_id in self.pending:
+            if trace_id in self.pending and self._complete(trace_id):
                 yield self.finish(trace_id)
         while self.pending_spans > self.max_pending_spans and self.pending:
             trace_id = next(iter(self.pending))
@@ -109,8 +120,12 @@ class TraceJoiner:
         ready, pending = self._ready, self.pending
         while ready and ready[0][0] <= self.stats.spans and last.get(ready[0][1], -1) < stop:
             trace_id = ready.popleft()[1]
-            if trace_id in pending:
+            if trace_id in pending and self._complete(trace_id):
                 yield self.finish(trace_id)
+
+    def _complete(self, trace_id: str) -> bool:
+        """False while a cross-process pipeline's trace has one side only: the other is awaited."""
+        return self.pending[trace_id].sides in (0, _BOTH)
 
     def rest(self) -> Iterator[Trace]:
         """Every trace still pending (the end of input)."""

@@ -33,6 +33,8 @@ SOURCE_UNKNOWN = "unknown"
 STATUS_INCOMPLETE = "incomplete_trace"
 STATUS_ATTRIBUTES_LOST = "attributes_missing"
 STATUS_SPANS_MISSING = "spans_missing"
+# a delegated root (ragtrace.inject) whose answering process's pipeline_segment is not in the input
+STATUS_SEGMENT_MISSING = "pipeline_segment_missing"
 STATUS_NO_CHUNK_TEXT = "chunk_text_unavailable"
 STATUS_NO_PROMPT = "prompt_unavailable"
 STATUS_PROMPT_TOO_LARGE = "prompt_too_large"

@@ -3,7 +3,10 @@
 ragtrace's own spans carry what the figures are computed from (retrieved ids and ranks, recorded
 placements, resolved citations), so the rows are rebuilt from those attributes and fed to the very
 function the SDK used online: the same inputs give the same figures. Where the root span also
-carries the figures recorded online, they are compared and any difference is reported. Reading
+carries the figures recorded online, they are compared and any difference is reported. A root
+that handed its answer to another process (``rag.pipeline.delegated``) is joined with that
+process's ``pipeline_segment`` spans of the same trace: the row is recomputed from both sides and
+checked against the segment's figures. Reading
 those attributes back is ``recorded``'s job; this module groups spans into runs and assembles rows.
 
 Traces from other instrumentations get their rows from ``foreign``, by inference; when even that
@@ -33,6 +36,7 @@ from .._internal.names import (
     RAG_CONTEXT_INCLUSION_METHOD,
     RAG_GENERATION_ROLE,
     RAG_PIPELINE_ATTRIBUTE_PREFIX,
+    RAG_PIPELINE_DELEGATED,
     RAG_QUERY_HASH,
     RAG_QUERY_ID,
     RAG_RETRIEVAL_RESULT_COUNT,
@@ -44,12 +48,14 @@ from .._internal.names import (
     STAGE_GENERATE,
     STAGE_PIPELINE,
     STAGE_RETRIEVE,
+    STAGE_SEGMENT,
     metric_attribute,
 )
 from .foreign import foreign_row
 from .row import (  # noqa: F401 - STATUS_ATTRIBUTES_LOST and Row are imported from here too
     STATUS_ATTRIBUTES_LOST,
     STATUS_INCOMPLETE,
+    STATUS_SEGMENT_MISSING,
     STATUS_SPANS_MISSING,
     Row,
     end_order,
@@ -64,6 +70,7 @@ _CITED_KEY = metric_attribute(METRIC_CITED)
 _LABEL_FIRST = RAG_PIPELINE_ATTRIBUTE_PREFIX
 _LABEL_BEYOND = _LABEL_FIRST[:-1] + chr(ord(_LABEL_FIRST[-1]) + 1)
 _LABEL_START = len(_LABEL_FIRST)
+_DELEGATED_KEY = RAG_PIPELINE_DELEGATED[_LABEL_START:]  # a mark, not one of the app's labels
 
 
 # --- trace -> runs --------------------------------------------------------------------------------
@@ -222,11 +229,20 @@ def _ragtrace_row(trace: Trace, pipeline: Span | None, members: list[tuple[Span,
     retrieval_facts(row, retrievals, result, answers, unanswered)
     row.sources = (retrievals, answers, unanswered, contexts)
     row.figures, row.status = result.values, list(result.status)
-    if pipeline is not None:
+    segments: list[Span] = []
+    if pipeline is not None and pipeline.get_bool(RAG_PIPELINE_DELEGATED):
+        # the answer was scored in another process (continue_pipeline): its segment, a descendant
+        # of this root once both exports are read, recorded the figures; they must agree
+        segments = [span for span, stage in members if stage == STAGE_SEGMENT]
+        for segment in segments:
+            row.mismatches += [m for m in mismatches(segment, result, retrievals) if m not in row.mismatches]
+    elif pipeline is not None:
         row.mismatches = mismatches(pipeline, result, retrievals)
     elif len(answer_spans) == 1:  # outside a pipeline the answer span carries the trace's figures
         row.mismatches = mismatches(answer_spans[0], result, retrievals)
-    if set(row.mismatches) - {METRIC_DUPLICATE_CHUNKS}:
+    if pipeline is not None and pipeline.get_bool(RAG_PIPELINE_DELEGATED) and not segments:
+        not_measurable(row, STATUS_SEGMENT_MISSING)
+    elif set(row.mismatches) - {METRIC_DUPLICATE_CHUNKS}:
         not_measurable(row, STATUS_SPANS_MISSING)
     elif lost:
         not_measurable(row, STATUS_ATTRIBUTES_LOST)
@@ -244,5 +260,5 @@ def _pipeline_facts(row: Row, pipeline: Span) -> None:
     for key in pipeline.attrs:
         if _LABEL_FIRST <= key < _LABEL_BEYOND:  # key.startswith(prefix), without a method call per key
             value = pipeline.get(key)
-            if isinstance(value, (str, int, float, bool)):
+            if isinstance(value, (str, int, float, bool)) and key[_LABEL_START:] != _DELEGATED_KEY:
                 row.labels[key[_LABEL_START:]] = value

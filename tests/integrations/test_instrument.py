@@ -302,6 +302,9 @@ def test_opentelemetry_instrument_turns_ragtrace_on_with_no_code(tmp_path, disab
     assert assembled["rag.context.inclusion_method"] == "located" and assembled["rag.context.chunk_ids"] == retrieved
     figures = {k.removeprefix("rag.metrics."): v for k, v in root["attributes"].items() if k.startswith("rag.metrics.")}
     assert (figures["retrieved"], figures["in_context"], figures["context_precision"]) == (2, 2, 1.0)
+    # OpenLLMetry's LangChain instrumentor shares the entry point name ``langchain`` and loads too where the
+    # ``langchain`` package is installed (its ``instruments`` extra): its own trace, as in the tests beside it
+    found = [s for s in found if not any(k.startswith("traceloop.") for k in s["attributes"])]
     others = [s for s in found if "rag.stage" not in s["attributes"]]
     assert bool(others) is (disabled == ""), [s["name"] for s in others]  # OpenInference's own spans, when it is on
     assert len({s["context"]["trace_id"] for s in found}) == 1  # beside OpenInference: ragtrace's root inside its trace

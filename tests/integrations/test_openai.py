@@ -389,3 +389,20 @@ def test_chat_completions_stream_is_recorded_as_the_app_reads_it(instrumented, c
     attributes = check_generation(instrumented, response_id="chatcmpl-test-1", stream=True, roles=["user"])
     assert json.loads(attributes["gen_ai.output.messages"])[0]["parts"][0]["content"] == ANSWER
     assert not [r for r in caplog.records if r.name == "ragtrace"], [r.getMessage() for r in caplog.records]
+
+
+def test_the_answering_side_of_a_cross_process_pipeline_scores_the_sdk_call(instrumented, chat_server):
+    """The openai integration inside continue_pipeline: the same figures as in one process."""
+    url, _ = chat_server
+    headers: dict = {}
+    with ragtrace.rag_pipeline("openai-app", query=QUESTION) as origin:
+        messages = assembled_messages()
+        assert ragtrace.inject(headers)
+    with ragtrace.continue_pipeline(headers) as run:
+        completion = client(url).chat.completions.create(model="gpt-4o-mini", messages=messages, temperature=0)
+    assert completion.choices[0].message.content == ANSWER and origin.status == "delegated"
+    generated = instrumented.one("generate")
+    assert generated.parent.span_id == instrumented.one("pipeline_segment").context.span_id
+    assert list(generated.attributes["rag.citation.ids"]) == ["kb-refunds"]
+    assert (run.metrics["retrieved"], run.metrics["in_context"], run.metrics["cited"]) == (3, 2, 1)
+    assert math.isclose(run.metrics["recall_proxy"], 1 / 3) and run.metrics["context_utilization"] == 0.5

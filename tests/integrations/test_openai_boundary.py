@@ -12,6 +12,7 @@ every answered request: retrieved 4, in context 3, cited 2, recall 2/4 = 0.5, co
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import json
 import math
@@ -176,10 +177,36 @@ def test_a_thread_pool_never_mixes_requests(instrumented, request_spans):
 
 # --- 2. pre-fork servers ------------------------------------------------------------------------
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX-only")
-def test_forked_workers_never_end_or_export_the_parents_root(instrumented):
-    """The master searches (warm-up, no answer) and forks two workers that each serve a request:
-    no child ends, exports or parents a span under the master's root; the master exports it once."""
-    sdk = sync_sdk()
+@pytest.mark.parametrize("request_spans", [False, True], ids=["no_request_span", "request_span"])
+def test_forked_workers_never_end_or_export_the_parents_root(instrumented, request_spans):
+    """The master searches (warm-up, no answer) and forks two workers that each serve a request
+    (with request spans: the warm-up's span still open at the fork, each worker's request in a span
+    of its own): no child ends, exports or parents a span under the master's root; the master
+    exports it once."""
+    sdk, tracer = sync_sdk(), instrumented.provider.get_tracer("app")
+    with contextlib.ExitStack() as warm_up:
+        if request_spans:
+            warm_up.enter_context(tracer.start_as_current_span("warm-up"))
+        exported = fork_workers(sdk, instrumented.exporter, tracer if request_spans else None)
+    auto_root.end_open()
+    (master,) = instrumented.by_stage("pipeline")
+    assert master.attributes["rag.root.abandoned"] == ("request_ended" if request_spans else "exit") and requests_in([master]) == {0}
+    master_id = f"0x{master.context.span_id:016x}"
+    for worker, spans in exported.items():
+        assert isinstance(spans, list), spans
+        assert {s["context"]["span_id"] for s in spans}.isdisjoint({master_id})
+        assert all(s["parent_id"] != master_id for s in spans)
+        (root,) = [s for s in spans if s["attributes"].get("rag.stage") == "pipeline"]
+        served = [s["context"]["span_id"] for s in spans if s["name"] == f"request {worker}"]
+        assert root["parent_id"] == (served[0] if request_spans else None) and "rag.root.abandoned" not in root["attributes"]
+        assert {int(m) for s in spans for m in MARKER.findall(json.dumps(s["attributes"]))} == {worker}
+        got = {k.removeprefix("rag.metrics."): v for k, v in root["attributes"].items() if k.startswith("rag.metrics.")}
+        assert all(math.isclose(got[name], truth) for name, truth in TRUTH.items()), got
+
+
+def fork_workers(sdk: openai.OpenAI, exporter, tracer) -> dict[int, list[dict]]:
+    """Search (the master's warm-up), then fork two workers that each serve one request (in a
+    span of its own when ``tracer`` is given) and send back what they exported."""
     request(sdk, 0, answer=False)
     assert auto_root.open_count() == 1
     exported: dict[int, list[dict]] = {}
@@ -191,11 +218,12 @@ def test_forked_workers_never_end_or_export_the_parents_root(instrumented):
         if pid == 0:  # the worker
             try:
                 os.close(read)
-                instrumented.exporter.clear()
+                exporter.clear()
                 assert auto_root.open_count() == 0
-                request(sdk, worker)
+                with tracer.start_as_current_span(f"request {worker}") if tracer else contextlib.nullcontext():
+                    request(sdk, worker)
                 auto_root.end_open()  # the worker's exit
-                out = json.dumps([json.loads(s.to_json()) for s in instrumented.exporter.get_finished_spans()])
+                out = json.dumps([json.loads(s.to_json()) for s in exporter.get_finished_spans()])
             except BaseException as error:  # noqa: BLE001 - reported to the parent
                 out = json.dumps({"error": repr(error)})
             with os.fdopen(write, "w") as pipe:
@@ -205,19 +233,7 @@ def test_forked_workers_never_end_or_export_the_parents_root(instrumented):
         with os.fdopen(read) as pipe:
             exported[worker] = json.loads(pipe.read())
         os.waitpid(pid, 0)
-    auto_root.end_open()
-    (master,) = instrumented.by_stage("pipeline")
-    assert master.attributes["rag.root.abandoned"] == "exit" and requests_in([master]) == {0}
-    master_id = f"0x{master.context.span_id:016x}"
-    for worker, spans in exported.items():
-        assert isinstance(spans, list), spans
-        assert {s["context"]["span_id"] for s in spans}.isdisjoint({master_id})
-        assert all(s["parent_id"] != master_id for s in spans)
-        (root,) = [s for s in spans if s["attributes"].get("rag.stage") == "pipeline"]
-        assert root["parent_id"] is None and "rag.root.abandoned" not in root["attributes"]
-        assert {int(m) for s in spans for m in MARKER.findall(json.dumps(s["attributes"]))} == {worker}
-        got = {k.removeprefix("rag.metrics."): v for k, v in root["attributes"].items() if k.startswith("rag.metrics.")}
-        assert all(math.isclose(got[name], truth) for name, truth in TRUTH.items()), got
+    return exported
 
 
 # --- 3. asyncio tasks, 6. lingering roots ---------------------------------------------------------
@@ -302,8 +318,10 @@ def test_sequential_searches_of_one_call_are_not_guessed_into_one_request(instru
     sdk.chat.completions.create(model="gpt-4o-mini", messages=prompt(2, found))
     auto_root.end_open()
     roots = check_isolation(instrumented.all(), {2}, {1})
-    assert metrics(roots[2])["status"] == "request_split"
-    assert "rag.metrics.status" in instrumented.one("generate").attributes and "recall_proxy" not in metrics(instrumented.one("generate"))
+    assert roots[1].attributes["rag.root.abandoned"] == "replaced" and metrics(roots[2])["status"] == "request_split"
+    generated = instrumented.one("generate")
+    assert generated.attributes["rag.citation.status"] == "request_split" and "rag.citation.invalid_count" not in generated.attributes
+    assert metrics(generated)["status"] == "request_split" and "recall_proxy" not in metrics(generated)
 
 
 @pytest.mark.parametrize("with_pool", [False, True], ids=["inline", "thread_pool"])
@@ -325,6 +343,25 @@ def test_two_searches_and_one_completion_in_one_request_span_are_one_root(instru
     assert len(instrumented.by_stage("retrieve")) == 2 and "status" not in metrics(roots[7])
     server = next(s for s in instrumented.all() if s.name == "POST /ask")
     assert roots[7].parent.span_id == server.context.span_id and roots[7].end_time <= server.end_time
+
+
+def test_a_stage_under_a_span_inside_the_request_span_joins(instrumented):
+    """The model call under a span the app opened inside the request span is the request's."""
+    sdk, tracer = sync_sdk(), instrumented.provider.get_tracer("app")
+    with tracer.start_as_current_span("POST /ask", kind=SpanKind.SERVER):
+        found = list(sdk.vector_stores.search("vs_kb", query="what does req-8- say?", max_num_results=4))
+        with tracer.start_as_current_span("answer step"), tracer.start_as_current_span("llm call"):
+            sdk.chat.completions.create(model="gpt-4o-mini", messages=prompt(8, found))
+    roots = check_isolation(instrumented.all(), {8})
+    assert "status" not in metrics(roots[8]) and instrumented.one("generate").parent.span_id == roots[8].context.span_id
+
+
+def test_a_model_call_from_a_comprehension_in_the_same_function_joins(instrumented):
+    sdk = sync_sdk()
+    found = list(sdk.vector_stores.search("vs_kb", query="what does req-9- say?", max_num_results=4))
+    [answer] = [sdk.chat.completions.create(model="gpt-4o-mini", messages=prompt(9, found)) for _ in range(1)]
+    roots = check_isolation(instrumented.all(), {9})
+    assert "status" not in metrics(roots[9])
 
 
 def test_a_stage_beside_the_request_span_never_joins(instrumented):

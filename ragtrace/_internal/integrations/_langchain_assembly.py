@@ -1,6 +1,8 @@
 """LangChain: how the documents a chain retrieved reach the prompt, recorded as ``assemble``:
 *declared* where the stuff-documents chain rendered each document through ``format_document``
-(wrapped with wrapt: no callback sees one document's text), *located* otherwise."""
+(wrapped with wrapt: no callback sees one document's text), *located* otherwise. The retriever
+tool (``create_retriever_tool``) renders through the same function: an agent's round takes its
+documents' texts from here (``take_rendered``)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,9 @@ from ..guard import guard
 from .runs import Scope, inside
 
 _STUFF_MODULE = "langchain_classic.chains.combine_documents.stuff"
+_RETRIEVER_TOOL_MODULE = "langchain_core.tools.retriever"  # create_retriever_tool renders each document with it
+# the module globals that render one document each, looked up at call time: (module, name, async)
+_RENDERERS = ((_STUFF_MODULE, "format_document", False), (_RETRIEVER_TOOL_MODULE, "format_document", False), (_RETRIEVER_TOOL_MODULE, "aformat_document", True))
 _RENDERED_CAPACITY = 1024
 
 
@@ -49,7 +54,7 @@ def assemble(scope: Scope, prompt: Any) -> None:
 
 def formatted(scope: Scope, documents: list[Any], output: str) -> None:
     """A run turned documents into text: keep what ``format_document`` rendered for each of them."""
-    taken = [(document, _take_rendered(document)) for document in documents]  # take all: none stays behind
+    taken = [(document, take_rendered(document)) for document in documents]  # take all: none stays behind
     pieces: list[tuple[Any, str]] | None = [(document, text) for document, text in taken if text is not None and text in output]
     if len(pieces) != len(documents):
         pieces = None
@@ -61,7 +66,8 @@ _rendered: OrderedDict[int, tuple[Any, str]] = OrderedDict()
 _rendered_lock = threading.Lock()
 
 
-def _take_rendered(document: Any) -> str | None:
+def take_rendered(document: Any) -> str | None:
+    """What ``format_document`` rendered for ``document`` (once: taken, it is forgotten)."""
     with _rendered_lock:
         found = _rendered.pop(id(document), None)
     return found[1] if found is not None and found[0] is document else None
@@ -75,35 +81,46 @@ def discard_rendered(documents: list[Any]) -> None:
                 del _rendered[id(document)]
 
 
-def _format_document_recorder(enabled: Callable[[], bool]) -> Any:
-    """The wrapper of ``format_document``: keeps each document's text while ``enabled()``."""
+def _format_document_recorder(enabled: Callable[[], bool], asynchronous: bool) -> Any:
+    """The wrapper of ``format_document`` (or ``aformat_document``): keeps each document's text while ``enabled()``."""
 
-    def record(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        text = wrapped(*args, **kwargs)
+    def keep(args: tuple[Any, ...], text: Any) -> None:
         with guard("langchain format_document"):
             if enabled() and args and isinstance(text, str):
                 with _rendered_lock:
                     _rendered[id(args[0])] = (args[0], text)
                     if len(_rendered) > _RENDERED_CAPACITY:
                         _rendered.popitem(last=False)
+
+    def record(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        text = wrapped(*args, **kwargs)
+        keep(args, text)
         return text
 
-    return record
+    async def arecord(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        text = await wrapped(*args, **kwargs)
+        keep(args, text)
+        return text
+
+    return arecord if asynchronous else record
 
 
 def wrap_format_document(enabled: Callable[[], bool]) -> None:
-    """Wrap the stuff chain's module global (its closures look it up at call time, so chains built
-    before instrumenting are covered). langchain-classic is optional: without it, nothing to wrap."""
-    try:
-        module = __import__(_STUFF_MODULE, fromlist=["format_document"])
-    except ImportError:
-        return
-    if not isinstance(module.format_document, wrapt.FunctionWrapper):
-        wrapt.wrap_function_wrapper(module, "format_document", _format_document_recorder(enabled))
+    """Wrap the module globals that render one document (their callers look them up at call time,
+    so chains and tools built before instrumenting are covered). langchain-classic is optional:
+    without it, its one is not wrapped."""
+    for module_name, name, asynchronous in _RENDERERS:
+        try:
+            module = __import__(module_name, fromlist=[name])
+        except ImportError:
+            continue
+        if not isinstance(getattr(module, name, None), wrapt.FunctionWrapper):
+            wrapt.wrap_function_wrapper(module, name, _format_document_recorder(enabled, asynchronous))
 
 
 def unwrap_format_document() -> None:
-    module = sys.modules.get(_STUFF_MODULE)
-    current = getattr(module, "format_document", None)
-    if isinstance(current, wrapt.FunctionWrapper):
-        module.format_document = current.__wrapped__  # type: ignore[union-attr]
+    for module_name, name, _ in _RENDERERS:
+        module = sys.modules.get(module_name)
+        current = getattr(module, name, None)
+        if isinstance(current, wrapt.FunctionWrapper):
+            setattr(module, name, current.__wrapped__)

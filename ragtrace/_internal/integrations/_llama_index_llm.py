@@ -19,6 +19,7 @@ from .. import names, state as state_module
 from ..assemble_stage import Assemble
 from ..assembly import ContextRecord
 from ..generation import Generate
+from . import _llama_index_agents
 from ._common import Attached, inside_generation
 from ._packing import exact_run, merged
 
@@ -58,6 +59,8 @@ class Call:
     streaming: bool = False
     last_response: Any = None
     chunk_span: str | None = None  # the LLM method whose progress events time the chunks
+    agent: Any = None  # the agent run whose model call this is (``_llama_index_agents``)
+    final: Any = None  # its response, for the agent to decide its role
 
 
 class LlmCalls:
@@ -68,7 +71,9 @@ class LlmCalls:
         self.lock = threading.Lock()
         self.calls: dict[str, Call] = {}
 
-    def enter(self, id_: str, args: dict[str, Any], instance: Any, method: str, parent: str | None, region: str | None, synthesis: Synthesis | None) -> None:
+    def enter(
+        self, id_: str, args: dict[str, Any], instance: Any, method: str, parent: str | None, region: str | None, synthesis: Synthesis | None, agent: Any = None
+    ) -> None:
         """An LLM method starts: part of a call already open (chat -> complete), or a new call."""
         with self.lock:
             outer = self.calls.get(parent) if parent is not None else None
@@ -87,9 +92,11 @@ class LlmCalls:
         else:
             synthesis = None
             role = names.ROLE_GRADER if region == "rerank" else names.ROLE_REWRITE if region is not None else names.ROLE_ANSWER
+            if region == "agent":  # the answer, once it asks for no tools (``_llama_index_agents.model_ended``)
+                role = names.ROLE_TOOL_CHOICE
         generate = Generate(_model(instance), _provider(instance), role=role, temperature=_number(getattr(instance, "temperature", None)), tracer_provider=self.provider)
         generate.open()
-        call = Call(generate, Attached(generate), instance, synthesis, assemble, located, [id_])
+        call = Call(generate, Attached(generate), instance, synthesis, assemble, located, [id_], agent=agent if region == "agent" else None)
         with self.lock:
             self.calls[id_] = call
 
@@ -160,6 +167,8 @@ class LlmCalls:
         generate, synthesis = call.generate, call.synthesis
         if call.last_response is not None:
             generate.record(call.last_response)
+        if call.agent is not None and error is None:
+            _llama_index_agents.model_ended(call.agent, generate, call.final or call.last_response)
         if synthesis is None or generate.role not in names.ANSWER_ROLES:
             generate.close(error)
             return
@@ -190,8 +199,9 @@ class LlmCalls:
             if event.span_id == call.chunk_span:
                 call.generate.item_arrived()
         elif kind in ("LLMCompletionEndEvent", "LLMChatEndEvent"):
-            call.last_response = None
-            call.generate.record(event.response)
+            call.last_response, call.final = None, event.response
+            if call.agent is None or not _llama_index_agents.asks_for_tools(getattr(event.response, "message", None)):
+                call.generate.record(event.response)  # a call that only asks for tools has no text to read
             if call.streaming:
                 self.end_call(call)
 

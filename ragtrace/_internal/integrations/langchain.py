@@ -28,7 +28,7 @@ from .. import names
 from ..generation import Generate
 from ..guard import guard, is_strict
 from ..retrieval import Rerank, Retrieve
-from . import _langchain_assembly
+from . import _langchain_agents, _langchain_assembly
 from ._common import generated, generating
 from .base import RagtraceInstrumentor
 from .runs import Run, Runs
@@ -93,8 +93,9 @@ class _Handler:
 
     # disabled with no run in flight: LangChain doesn't even call us. Runs started before
     # uninstrument() still end (their spans close), but no new one starts.
-    ignore_llm = ignore_chain = ignore_retriever = ignore_chat_model = property(lambda self: not self.enabled and not len(self.runs))
-    ignore_agent = ignore_retry = ignore_custom_event = True
+    # ``ignore_agent`` also covers tools: an agent's tool calls and the retrievals in them
+    ignore_llm = ignore_chain = ignore_retriever = ignore_chat_model = ignore_agent = property(lambda self: not self.enabled and not len(self.runs))
+    ignore_retry = ignore_custom_event = True
 
     # -- chains ---------------------------------------------------------------------------------
     def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kw: Any) -> None:
@@ -123,19 +124,22 @@ class _Handler:
                     _langchain_assembly.formatted(run.scope, run.data["documents"], outputs)
         finally:  # a run always ends, even when recording it failed
             with guard("langchain chain end"):
-                self._end_chain(run_id, output=_answer(outputs))
+                self._end_chain(run_id, outputs, output=_answer(outputs))
 
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kw: Any) -> None:
         with guard("langchain chain error"):
             self._end_chain(run_id, error=error)
 
-    def _end_chain(self, run_id: UUID, **ending: Any) -> None:
+    def _end_chain(self, run_id: UUID, outputs: Any = None, **ending: Any) -> None:
         """End the run, and drop what ``format_document`` rendered for its documents that no run
         took (a formatter that raised part-way, an output that wasn't text): content isn't kept
-        past the run that made it."""
+        past the run that made it. An agent's outermost run first decides its answer."""
         run = self.runs.get(run_id)
         if run is not None and "documents" in run.data:
             _langchain_assembly.discard_rendered(run.data["documents"])
+        if run is not None and "agent" in run.data:
+            with guard("langchain agent end"):
+                _langchain_agents.finished(run, outputs if ending.get("error") is None else None)
         self.runs.end(run_id, **ending)
 
     # -- retrievers -----------------------------------------------------------------------------
@@ -185,8 +189,9 @@ class _Handler:
         else:
             stage = _retrieve_stage(run)
             stage.start_time = data["started"]
-            self.runs.open(run, lambda: stage)
+            self.runs.open(run, lambda: stage, parent=_langchain_agents.retriever_parent(self.runs, run))
             stage.record(documents)
+        _langchain_agents.retrieved(self.runs, run, documents, stage, data.get("metadata"))
         with scope.lock:
             scope.extra.update(
                 retrieved=True,
@@ -211,9 +216,13 @@ class _Handler:
         run = self.runs.start(run_id, parent_run_id, context=_beside(run_id, parent_run_id))
         metadata = kw.get("metadata") or {}
         params = kw.get("invocation_params") or {}
-        role = self._role(run, metadata)
-        if role == names.ROLE_ANSWER:
-            _langchain_assembly.assemble(run.scope, prompt)
+        if _langchain_agents.is_agent(metadata):  # decided by its output and the run's final message
+            role = _langchain_agents.start_role(metadata, kw) or names.ROLE_TOOL_CHOICE
+            run.data.update(undecided=role == names.ROLE_TOOL_CHOICE, prompt=prompt, started=time.time_ns())
+        else:
+            role = self._role(run, metadata)
+            if role == names.ROLE_ANSWER:
+                _langchain_assembly.assemble(run.scope, prompt)
         model = metadata.get("ls_model_name") or params.get("model") or params.get("model_name") or kw.get("name")
         stage = self.runs.open(
             run,
@@ -254,6 +263,7 @@ class _Handler:
                 run = self.runs.get(run_id)
                 if run is not None and isinstance(run.stage, Generate):
                     run.stage.record(response)
+                    _langchain_agents.model_ended(self.runs, run, response)
         finally:
             with guard("langchain llm end"):
                 self._model_end(run_id, None)
@@ -261,6 +271,33 @@ class _Handler:
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kw: Any) -> None:
         with guard("langchain llm error"):
             self._model_end(run_id, error)
+
+    # -- tools (an agent's) ------------------------------------------------------------------------
+    def on_tool_start(self, serialized: Any, input_str: str, *, run_id: UUID, parent_run_id: UUID | None = None, **kw: Any) -> None:
+        with guard("langchain tool start"):
+            if not self.enabled:
+                return
+            run = self.runs.start(run_id, parent_run_id, context=_beside(run_id, parent_run_id))
+            run.data["tool_input"] = _tool_query(input_str, kw.get("inputs"))
+            name = kw.get("name") or (serialized.get("name") if isinstance(serialized, dict) else None)
+            _langchain_agents.tool_started(self.runs, run, name, kw.get("tool_call_id"))
+
+    def on_tool_end(self, output: Any, *, run_id: UUID, **kw: Any) -> None:
+        try:
+            with guard("langchain tool end"):
+                run = self.runs.get(run_id)
+                if run is not None:
+                    _langchain_agents.tool_ended(self.runs, run, output, run.data.get("tool_input"))
+        finally:
+            with guard("langchain tool end"):
+                self.runs.end(run_id)
+
+    def on_tool_error(self, error: BaseException, *, run_id: UUID, **kw: Any) -> None:
+        with guard("langchain tool error"):
+            run = self.runs.get(run_id)
+            if run is not None:
+                _langchain_agents.tool_failed(run)
+            self.runs.end(run_id, error=error)
 
     def _model_end(self, run_id: UUID, error: BaseException | None) -> None:
         run = self.runs.end(run_id, error=error)
@@ -309,6 +346,14 @@ def _query(inputs: Any) -> str | None:
             if isinstance(inputs.get(key), str):
                 return inputs[key]
     return None
+
+
+def _tool_query(input_str: Any, inputs: Any) -> str | None:
+    """A tool's query: its one string argument (LangChain passes the arguments as ``inputs``), else its input string."""
+    strings = [v for v in inputs.values() if isinstance(v, str)] if isinstance(inputs, dict) else []
+    if len(strings) == 1:
+        return strings[0]
+    return input_str if isinstance(input_str, str) else None
 
 
 def _answer(outputs: Any) -> str | None:

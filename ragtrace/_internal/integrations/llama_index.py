@@ -39,6 +39,7 @@ from ..guard import guard
 from ..pipeline import RagPipeline
 from ..retrieval import Embed, Rerank, Retrieve
 from ..stage import Stage
+from . import _llama_index_agents
 from ._common import Attached
 from ._llama_index_chat import STREAM_CHAT_METHODS, WRITER_METHODS, StreamedTurns
 from ._llama_index_llm import LLM_METHODS, LlmCalls, Synthesis
@@ -60,8 +61,10 @@ _EMBED_METHODS = frozenset({"get_query_embedding", "aget_query_embedding"})
 class _Region:
     """What the LlamaIndex call in progress belongs to (the innermost stage-level component)."""
 
-    kind: str  # "engine", "retrieve", "rerank", "synthesis"
+    kind: str  # "engine", "retrieve", "rerank", "synthesis", "agent", "tool"
     synthesis: Synthesis | None = None
+    agent: Any = None  # an agent run's rounds (``_llama_index_agents.Agent``), in its region
+    tool: Any = None  # a tool call of an agent, in its region
 
 
 @dataclass(eq=False)
@@ -121,6 +124,7 @@ class _Tracker:
         from llama_index.core.chat_engine.types import StreamingAgentChatResponse
         from llama_index.core.postprocessor.types import BaseNodePostprocessor
         from llama_index.core.response_synthesizers.base import BaseSynthesizer
+        from llama_index.core.tools.types import BaseTool
 
         self.provider = provider
         self.kinds = (
@@ -133,6 +137,8 @@ class _Tracker:
             (BaseSynthesizer, _GET_RESPONSE_METHODS, self._enter_get_response),
             (BaseLLM, LLM_METHODS, self._enter_llm),
             (StreamingAgentChatResponse, WRITER_METHODS, self._enter_writer),
+            (_llama_index_agents.agent_classes(), _llama_index_agents.AGENT_METHODS, self._enter_agent),
+            (BaseTool, _llama_index_agents.TOOL_METHODS, self._enter_tool),
         )
         self.streaming_response = StreamingResponse
         self.async_streaming_response = AsyncStreamingResponse
@@ -163,7 +169,10 @@ class _Tracker:
         if opened.token is not None:
             with guard("llama_index context"):  # fails when an async span ends in another context
                 _region.reset(opened.token)
-        stage = opened.stage
+        stage, region = opened.stage, opened.region
+        if region is not None and (region.agent is not None or region.tool is not None):
+            with guard("llama_index agent"):
+                _llama_index_agents.exited(region.tool, region.agent, stage, result, error)
         if stage is None:  # a region only; a streamed answer is produced later, in its synthesis
             if error is None and opened.region is not None and opened.region.kind == "synthesis":
                 return self._passing(result, None, opened.region)
@@ -175,6 +184,8 @@ class _Tracker:
                 stage.record(result, candidates=opened.candidates)
             elif isinstance(stage, (Retrieve, Embed)):
                 stage.record(result)
+                if isinstance(stage, Retrieve):
+                    _llama_index_agents.retrieved(stage, result)
             elif isinstance(stage, RagPipeline):
                 return self._passing(result, stage, None, id_)
         if isinstance(stage, RagPipeline):
@@ -201,6 +212,23 @@ class _Tracker:
         if method in STREAM_CHAT_METHODS:
             self.turns.started(id_, run)
         self._open(id_, run, _Region("engine"))
+
+    def _enter_agent(self, id_: str, args: dict[str, Any], instance: Any, method: str, parent: str | None) -> None:
+        """An agent's run: the pipeline root, unless it runs inside one (``_llama_index_agents``)."""
+        region = _Region("agent", agent=_llama_index_agents.Agent(provider=self.provider))
+        if state_module.current() is not None:
+            self._open(id_, None, region)
+            return
+        region.agent.owns_root = True
+        self._open(id_, RagPipeline(type(instance).__name__, query=_llama_index_agents.user_message(args), tracer_provider=self.provider), region)
+
+    def _enter_tool(self, id_: str, args: dict[str, Any], instance: Any, method: str, parent: str | None) -> None:
+        region = _region.get()
+        if region is None or region.agent is None:  # a tool called outside an agent is not traced
+            return
+        tool = _llama_index_agents.tool_started(region.agent, instance)
+        self._open(id_, tool.stage, _Region("tool", tool=tool))
+        tool.token = _llama_index_agents.enter_tool(tool)
 
     def _enter_writer(self, id_: str, args: dict[str, Any], instance: Any, method: str, parent: str | None) -> None:
         """A streamed chat turn's writer, which calls the model (``_llama_index_chat``)."""
@@ -249,7 +277,7 @@ class _Tracker:
     def _enter_llm(self, id_: str, args: dict[str, Any], instance: Any, method: str, parent: str | None) -> None:
         region = _region.get()
         kind, synthesis = (region.kind, region.synthesis) if region is not None else (None, None)
-        self.llm.enter(id_, args, instance, method, parent, kind, synthesis)
+        self.llm.enter(id_, args, instance, method, parent, kind, synthesis, region.agent if region is not None else None)
 
     # -- streams ---------------------------------------------------------------------------------
     def _passing(self, result: Any, root: RagPipeline | None, region: _Region | None, engine_id: str | None = None) -> Any:
