@@ -499,12 +499,17 @@ def test_openai_rag_without_its_ragtrace_lines_is_the_same_app(tmp_path, chat_se
     """One line, ``ragtrace.instrument()``, with ``import ragtrace`` two (and ``configure``, which
     an app that already exports OpenTelemetry does not need)."""
     url, _ = chat_server
-    plain, ours = without_ragtrace_lines("openai_rag", tmp_path)
+    assert_same_app_without_ragtrace("openai_rag", tmp_path, openai_env(url))
+
+
+def assert_same_app_without_ragtrace(name: str, tmp_path: Path, env: dict[str, str]) -> None:
+    """The example without its three ``# ragtrace`` lines prints the same, plain and ``--stream``."""
+    plain, ours = without_ragtrace_lines(name, tmp_path)
     assert ours == ["import ragtrace  # ragtrace", "ragtrace.configure", "ragtrace.instrument"]
     for args in ([], ["--stream"]):
-        done = run(plain, *args, cwd=tmp_path, env=openai_env(url))
+        done = run(plain, *args, cwd=tmp_path, env=env)
         assert done.returncode == 0, done.stderr
-        assert done.stdout == run_ok("openai_rag", *args, f"jsonl:{tmp_path / 'spans.jsonl'}", cwd=tmp_path, env=openai_env(url))
+        assert done.stdout == run_ok(name, *args, f"jsonl:{tmp_path / 'spans.jsonl'}", cwd=tmp_path, env=env)
 
 
 def test_openai_rag_says_what_is_missing_without_a_key(tmp_path):

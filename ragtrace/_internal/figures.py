@@ -44,6 +44,9 @@ STATUS_ANSWER_UNREADABLE = "answer_unreadable"  # an output ragtrace could not r
 STATUS_CITATION_PATTERN_FAILED = "citation_pattern_failed"  # the user's citation_pattern raised
 STATUS_CITATIONS_UNRESOLVED = "citations_unresolved"  # located context with gaps: a citation ragtrace can't resolve
 STATUS_INTERNAL_ERROR = "internal_error"  # ragtrace's own fault while scoring (logged once)
+STATUS_CITATIONS_FILE_LEVEL = "citations_file_level"  # a provider cited a file with several chunks in context (``provided``)
+STATUS_SOURCE_UNREADABLE = "source_unreadable"  # a provider's source block whose text ragtrace can't read (a PDF)
+STATUS_RESULTS_NOT_INCLUDED = "results_not_included"  # a provider's retrieval whose results the response did not carry
 
 
 class Retrieved(Protocol):
