@@ -18,7 +18,7 @@ from opentelemetry.metrics import _internal as _metrics_api
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
 
-from . import guard, keyed, own_provider
+from . import guard, keyed, own_provider, prometheus_endpoint
 from .redaction import (
     ContentPolicy,
     Redactor,
@@ -31,6 +31,7 @@ from .redaction import (
 from .tokens import DEFAULT_TOKENIZER, Tokenizer
 
 INSTRUMENTATION_NAME = "ragtrace"
+_MeterProvider = metrics.MeterProvider  # configure()'s ``metrics=`` argument shadows the module
 
 
 def _version() -> str:
@@ -99,6 +100,7 @@ def configure(
     *,
     tracer_provider: trace.TracerProvider | None = None,
     meter_provider: metrics.MeterProvider | None = None,
+    metrics: str | None = None,
     capture_content: str | None = None,
     redactor: Redactor | None = None,
     full_content_sample: float | None = None,
@@ -118,6 +120,8 @@ def configure(
     creates a TracerProvider for it (``service_name`` names its resource) and installs it globally
     unless the application already has one, in which case it stays private to ragtrace.
     ``tracer_provider=`` uses a provider you built instead (never combined with ``exporter``).
+    ``metrics="prometheus:HOST:PORT"`` serves ragtrace's metrics on a Prometheus scrape endpoint
+    (``pip install 'ragtrace[prometheus]'``; never combined with ``meter_provider``; docs/fleet.md).
     ``capture_content`` is ``"full"``, ``"redact"`` or ``"hash"`` (default: environment, then full).
     ``full_content_sample`` (0 to 1): that share of pipelines records full content instead, decided
     once per pipeline at its root from its trace id (e.g. ``capture_content="redact",
@@ -142,8 +146,12 @@ def configure(
         raise TypeError(f"service_name must be a str, got {type(service_name).__name__}")
     if tracer_provider is not None and not isinstance(tracer_provider, trace.TracerProvider):
         raise TypeError(f"tracer_provider must be an opentelemetry TracerProvider, got {type(tracer_provider).__name__}")
-    if meter_provider is not None and not isinstance(meter_provider, metrics.MeterProvider):
+    if meter_provider is not None and not isinstance(meter_provider, _MeterProvider):
         raise TypeError(f"meter_provider must be an opentelemetry MeterProvider, got {type(meter_provider).__name__}")
+    if metrics is not None:
+        if meter_provider is not None:
+            raise ValueError("pass either metrics= or meter_provider=, not both")
+        prometheus_endpoint.address(metrics)  # raises on a bad spec before anything changes
     if redactor is not None and not callable(redactor):
         raise TypeError("redactor must be a callable taking and returning a str")
     if not isinstance(openinference, bool):
@@ -163,6 +171,10 @@ def configure(
     sample = check_sample(full_content_sample, mode) if full_content_sample is not None else sample_from_environment(mode)
     key = keyed.check_key(hash_key)
 
+    if metrics is not None:  # first: a port already taken raises before anything changed
+        meter_provider = prometheus_endpoint.meter_provider(metrics, Resource.create({SERVICE_NAME: service_name} if service_name else {}))
+    else:
+        prometheus_endpoint.retire()
     provider = tracer_provider
     if exporter is not None:
         span_exporter, default_batch = own_provider.span_exporter(exporter)
@@ -209,6 +221,7 @@ def reset() -> None:
     global _config
     keyed.set_key(None)
     own_provider.retire(even_global=True)
+    prometheus_endpoint.retire()
     with _config_lock:
         _config = _initial()
 

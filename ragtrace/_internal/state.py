@@ -26,30 +26,24 @@ from .assembly import ContextRecord
 from .chunks import STAND_IN, Chunk
 from .config import Config
 from . import figures as figures_module
+from . import names
+from .names import (  # noqa: F401 - read here by the modules that set them
+    STATUS_CONTEXT_UNKNOWN,
+    STATUS_DELEGATED,
+    STATUS_OUTSIDE_PIPELINE,
+    STATUS_REMOTE_CONTEXT_INVALID,
+    STATUS_REMOTE_CONTEXT_MISSING,
+    STATUS_REMOTE_CONTEXT_TOO_LARGE,
+    STATUS_REQUEST_SPLIT,
+    STATUS_STATE_EVICTED,
+)
 from .figures import Answer, Figures
 from .guard import new_locks_after_fork, warn_once
 
 _IMPLICIT_CAPACITY = 256
 _EVICTED_CAPACITY = 16 * _IMPLICIT_CAPACITY  # trace ids (ints) remembered as evicted
-# the figures status (``rag.metrics.status``, ``rag.citation.status``) of a generation whose trace's
-# state was evicted: its retrievals and contexts are gone, so nothing of it is measured
-STATUS_STATE_EVICTED = "state_evicted"
-# an automatic root opened by a search of the same request as the root it replaced (its 33rd, or
-# one after a long idle): that request's first searches are in the other root, so nothing is measured
-STATUS_REQUEST_SPLIT = "request_split"
-# an answer outside any pipeline, with no context in its trace, that cites labels: each would count
-# as invalid, but the likelier cause is that its stages are traces of their own
-STATUS_OUTSIDE_PIPELINE = "outside_pipeline"
-# a continue_pipeline whose carried record (``carrier``) can't be used: nothing of the origin is known
-STATUS_REMOTE_CONTEXT_MISSING = "remote_context_missing"  # no ragtrace-context entry in the carrier
-STATUS_REMOTE_CONTEXT_INVALID = "remote_context_invalid"  # bad signature, expired, another trace, unreadable
-STATUS_REMOTE_CONTEXT_TOO_LARGE = "remote_context_too_large"  # over the carrier's size cap
-# not a reason figures are missing: the root handed them to another process (``rag.pipeline.delegated``)
-STATUS_DELEGATED = "delegated"
+# the statuses a pipeline's state gives (spelled in names.py, with every other reason)
 REMOTE_CONTEXT_STATUSES = frozenset({STATUS_REMOTE_CONTEXT_MISSING, STATUS_REMOTE_CONTEXT_INVALID, STATUS_REMOTE_CONTEXT_TOO_LARGE})
-# an answer whose own context can't be told: its pipeline has assemblies made in several tasks or
-# threads, none of them in the answer's, and more than one not yet answered
-STATUS_CONTEXT_UNKNOWN = "context_unknown"
 
 
 @dataclass(eq=False, slots=True)

@@ -117,13 +117,15 @@ def test_scores_are_spans_in_the_runs_traces_and_a_histogram(exported):
     assert attributes[names.RAG_EVALUATION_SCORER] == {"stringValue": "llm"}
     data = reader.get_metrics_data()
     found = {m.name: m for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
-    points = found["rag.eval.groundedness"].data.data_points
+    judged = found[names.METRIC_EVAL_SCORE].data.data_points
+    points = [p for p in judged if p.attributes[names.RAG_EVAL_NAME] == "groundedness"]
     by_labels = {tuple(sorted(p.attributes.items())): p for p in points}
-    scored = by_labels[((names.GEN_AI_WORKFLOW_NAME, "support-qa"), (names.RAG_PIPELINE_VERSION, "v1"))]
+    scored = by_labels[((names.GEN_AI_WORKFLOW_NAME, "support-qa"), (names.RAG_EVAL_NAME, "groundedness"), (names.RAG_PIPELINE_VERSION, "v1"))]
     assert scored.count == ALL_SCORES - 1 and scored.sum == pytest.approx(sum(v for *_, s in written for v in s))
     (unknown,) = [p for p in points if p is not scored]
-    assert dict(unknown.attributes) == {names.GEN_AI_WORKFLOW_NAME: "support-qa"} and unknown.count == 1
-    assert found["rag.eval.relevance"].data.data_points[0].sum == 4
+    assert dict(unknown.attributes) == {names.GEN_AI_WORKFLOW_NAME: "support-qa", names.RAG_EVAL_NAME: "groundedness"} and unknown.count == 1
+    (relevance,) = [p for p in judged if p.attributes[names.RAG_EVAL_NAME] == "relevance"]
+    assert relevance.sum == 4
 
 
 @pytest.mark.parametrize("scores_first", [False, True], ids=["runs-then-scores", "scores-then-runs"])
