@@ -58,6 +58,9 @@ class Config:
     max_documents: int = 10
     max_content_chars: int = 4000
     tokenizer: Tokenizer = DEFAULT_TOKENIZER
+    # results of one retrieval (or rerank) that are recorded; the rest are counted only, so a
+    # streamed cursor of a million rows costs ragtrace this many items, never every row
+    max_retrieved: int = 10_000
     max_open_roots: int = 256  # automatic roots open at once (``auto_root``); beyond, the oldest ends
 
 
@@ -107,6 +110,7 @@ def configure(
     max_content_chars: int = 4000,
     tokenizer: Tokenizer | None = None,
     batch: bool | None = None,
+    max_retrieved: int = 10_000,
     max_open_roots: int | None = None,
 ) -> trace.TracerProvider | None:
     """Configure ragtrace. Optional: without it ragtrace uses the app's global providers.
@@ -125,6 +129,9 @@ def configure(
     ``hash_key`` keys every value derived from content that is exported (ids of id-less chunks,
     content hashes, ``rag.query.hash``); default ``RAGTRACE_HASH_KEY``, else a random key per process.
     ``batch`` picks the span processor (default: batch, except for the console exporter).
+    ``max_retrieved`` (at least 1): results of one retrieval or rerank that are recorded; beyond it
+    they reach the app as before and are counted (``rag.omitted_items``), and the figures that need
+    every retrieved id say ``retrieval_truncated`` instead of a value.
     ``max_open_roots`` bounds the automatic roots (searches outside any ``rag_pipeline`` waiting
     for their answer) open at once; beyond it the oldest ends, ``rag.root.abandoned=capacity``
     (default ``RAGTRACE_MAX_OPEN_ROOTS``, else 256).
@@ -152,6 +159,8 @@ def configure(
     for name, value in (("max_documents", max_documents), ("max_content_chars", max_content_chars)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ValueError(f"{name} must be a non-negative int, got {value!r}")
+    if not isinstance(max_retrieved, int) or isinstance(max_retrieved, bool) or max_retrieved < 1:
+        raise ValueError(f"max_retrieved must be a positive int, got {max_retrieved!r}")
     if max_open_roots is None:
         max_open_roots = max_open_roots_from_environment()
     elif not isinstance(max_open_roots, int) or isinstance(max_open_roots, bool) or max_open_roots < 1:
@@ -190,6 +199,7 @@ def configure(
             max_documents=max_documents,
             max_content_chars=max_content_chars,
             tokenizer=tokenizer or DEFAULT_TOKENIZER,
+            max_retrieved=max_retrieved,
             max_open_roots=max_open_roots,
         )
     return provider

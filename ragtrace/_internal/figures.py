@@ -26,6 +26,7 @@ from .names import (  # the status reasons live in names.py; imported here for t
     STATUS_NO_CONTEXT,
     STATUS_NO_RETRIEVAL,
     STATUS_RESULTS_NOT_INCLUDED,
+    STATUS_RETRIEVAL_TRUNCATED,
     STATUS_SOURCE_UNREADABLE,
     STATUS_UNREADABLE_RETRIEVAL,
     METRIC_CITED,
@@ -103,12 +104,41 @@ def compute(
     *,
     contexts: Sequence[Sequence[Placed]] = (),
     unreadable: int = 0,
+    omitted: int = 0,
 ) -> Figures:
     """The figures for one trace (or one generation: pass just that answer).
 
     ``contexts`` are assemblies with no recorded answer; they still give |C| and context
-    precision. ``unreadable`` counts retrieved items ragtrace could not understand.
+    precision. ``unreadable`` counts retrieved items ragtrace could not understand. ``omitted``
+    counts retrieved items beyond ``max_retrieved``, counted but not kept: every figure whose value
+    needs all of R is then left out (``retrieval_truncated``); those of C and K stay.
     """
+    figures = _compute(retrievals, answers, contexts, unreadable)
+    if omitted:
+        for metric in _NEED_ALL_OF_R:
+            figures.values.pop(metric, None)
+        figures.status.insert(0, STATUS_RETRIEVAL_TRUNCATED)
+    return figures
+
+
+# |R|, duplicates within R, and whether an invalid citation names a chunk of R
+_NEED_ALL_OF_R = (
+    METRIC_RETRIEVED,
+    METRIC_DUPLICATE_CHUNKS,
+    METRIC_CONTEXT_PRECISION,
+    METRIC_RECALL_PROXY,
+    METRIC_RECALL_PROXY_WEIGHTED,
+    METRIC_OUT_OF_CONTEXT_CITATIONS,
+    METRIC_UNKNOWN_CITATIONS,
+)
+
+
+def _compute(
+    retrievals: Sequence[Sequence[Retrieved]],
+    answers: Sequence[Answer],
+    contexts: Sequence[Sequence[Placed]],
+    unreadable: int,
+) -> Figures:
     figures = Figures()
     values, status = figures.values, figures.status
 

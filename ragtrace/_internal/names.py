@@ -91,6 +91,7 @@ RAG_CONTENT_MODE: Final = "rag.content_mode"
 RAG_CONTENT_SAMPLED: Final = "rag.content_sampled"
 RAG_CONTENT_SAMPLE_SHARE: Final = "rag.content_sample_share"
 RAG_UNREADABLE_ITEMS: Final = "rag.unreadable_items"
+RAG_OMITTED_ITEMS: Final = "rag.omitted_items"
 # the root of a pipeline whose answer another process scores (ragtrace.inject): it has no figures
 RAG_PIPELINE_DELEGATED: Final = "rag.pipeline.delegated"
 
@@ -268,6 +269,8 @@ CITATION_KINDS: Final = (CITATION_KIND_VALID, CITATION_KIND_OUT_OF_CONTEXT, CITA
 STATUS_NO_RETRIEVAL: Final = "no_retrieval"
 STATUS_EMPTY_RETRIEVAL: Final = "empty_retrieval"
 STATUS_UNREADABLE_RETRIEVAL: Final = "retrieved_chunks_unreadable"
+# a retrieval held more than max_retrieved results: R is not known whole (``figures.compute``'s ``omitted``)
+STATUS_RETRIEVAL_TRUNCATED: Final = "retrieval_truncated"
 STATUS_NO_CONTEXT: Final = "no_context"
 STATUS_EMPTY_CONTEXT: Final = "empty_context"
 STATUS_NO_ANSWER: Final = "no_answer"
@@ -304,7 +307,7 @@ STATUS_DELEGATED: Final = "delegated"
 # run.status when neither a TracerProvider nor a MeterProvider is set: nothing was measured
 STATUS_TELEMETRY_OFF: Final = "telemetry_off"
 METRICS_STATUS_REASONS: Final = frozenset({
-    STATUS_NO_RETRIEVAL, STATUS_EMPTY_RETRIEVAL, STATUS_UNREADABLE_RETRIEVAL, STATUS_NO_CONTEXT,
+    STATUS_NO_RETRIEVAL, STATUS_EMPTY_RETRIEVAL, STATUS_UNREADABLE_RETRIEVAL, STATUS_RETRIEVAL_TRUNCATED, STATUS_NO_CONTEXT,
     STATUS_EMPTY_CONTEXT, STATUS_NO_ANSWER, STATUS_ANSWER_UNREADABLE, STATUS_CITATION_PATTERN_FAILED,
     STATUS_CITATIONS_UNRESOLVED, STATUS_INTERNAL_ERROR, STATUS_CONTEXT_NOT_LOCATED, STATUS_CITATIONS_FILE_LEVEL, STATUS_SOURCE_UNREADABLE,
     STATUS_RESULTS_NOT_INCLUDED, STATUS_STATE_EVICTED, STATUS_REQUEST_SPLIT,
@@ -464,12 +467,16 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
         RAG_UNREADABLE_ITEMS, "int", "retrieve, rerank, assemble", False,
         "Result items ragtrace could not fully read: no id and no text (skipped), or one of your callbacks raised on it (still counted as retrieved). Warned once.",
     ),
-    AttributeInfo(RAG_RETRIEVAL_CHUNK_IDS, "string[]", "retrieve", False, "Chunk ids in rank order."),
+    AttributeInfo(
+        RAG_OMITTED_ITEMS, "int", "retrieve, rerank", False,
+        "Results beyond configure(max_retrieved=...) (default 10,000): passed to the app and counted in result_count (rerank: input_count and output_count), not recorded. The figures that need every retrieved id are then not measured (rag.metrics.status retrieval_truncated).",
+    ),
+    AttributeInfo(RAG_RETRIEVAL_CHUNK_IDS, "string[]", "retrieve", False, "Chunk ids in rank order (the first max_retrieved)."),
     AttributeInfo(RAG_RETRIEVAL_SCORES, "double[]", "retrieve", False, "Scores aligned with chunk_ids (NaN when absent); only when gen_ai.retrieval.documents, which carries them, was cut by a length limit."),
     AttributeInfo(RAG_RETRIEVAL_RANKS, "int[]", "retrieve", False, "1-based ranks aligned with chunk_ids; absent when they are 1..n."),
     AttributeInfo(RAG_RETRIEVAL_CHUNK_TOKENS, "int[]", "retrieve", False, "Token counts aligned with chunk_ids."),
     AttributeInfo(RAG_RETRIEVAL_CONTENT_HASHES, "string[]", "retrieve", False, "hash mode only: keyed content digest per chunk."),
-    AttributeInfo(RAG_RETRIEVAL_RESULT_COUNT, "int", "retrieve", False, "Number of results."),
+    AttributeInfo(RAG_RETRIEVAL_RESULT_COUNT, "int", "retrieve", False, "Number of results, recorded or omitted."),
     AttributeInfo(RAG_RETRIEVAL_TOP_SCORE, "double", "retrieve", False, "Best score (absent when no scores)."),
     AttributeInfo(RAG_RETRIEVAL_ROUNDS, "int", "pipeline", False, "Agents: how many retrieval rounds the run took (retrieve spans of the agent's runs)."),
     AttributeInfo(RAG_RETRIEVAL_ROUND, "int", "retrieve", False, "Agents: this retrieval's round, 1-based."),
@@ -479,8 +486,8 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(GEN_AI_TOOL_TYPE, "string", "tool", False, "function."),
     AttributeInfo(OI_TOOL_NAME, "string", "tool", False, "OpenInference's tool name, the same as gen_ai.tool.name (openinference=True)."),
     AttributeInfo(RAG_RERANK_TOP_N, "int", "rerank", False, "How many results the reranker keeps."),
-    AttributeInfo(RAG_RERANK_INPUT_COUNT, "int", "rerank", False, "Candidates in."),
-    AttributeInfo(RAG_RERANK_OUTPUT_COUNT, "int", "rerank", False, "Results out."),
+    AttributeInfo(RAG_RERANK_INPUT_COUNT, "int", "rerank", False, "Candidates in, recorded or omitted."),
+    AttributeInfo(RAG_RERANK_OUTPUT_COUNT, "int", "rerank", False, "Results out, recorded or omitted."),
     AttributeInfo(RAG_RERANK_INPUT_IDS, "string[]", "rerank", False, "Candidate ids; only where reranker.input_documents does not carry them all (openinference=False, more than max_documents)."),
     AttributeInfo(RAG_RERANK_OUTPUT_IDS, "string[]", "rerank", False, "Kept ids in new order."),
     AttributeInfo(RAG_RERANK_OUTPUT_SCORES, "double[]", "rerank", False, "Rerank scores aligned with output_ids; only where reranker.output_documents does not carry them all (as input_ids)."),

@@ -56,6 +56,7 @@ class PipelineState:
     answers: list[Answer] = field(default_factory=list)
     answer_text: str | None = None
     unreadable: int = 0
+    omitted: int = 0  # retrieved items beyond max_retrieved: counted, not kept (figures_module.compute)
     labels: dict[str, Any] = field(default_factory=dict)  # bounded metric labels of the pipeline
     shown: dict[str, str | None] = field(default_factory=dict)  # chunk id -> content hash of text a retrieve span carries
     # the last answer's figures and what they were computed from (answer, retrievals, unreadable):
@@ -75,8 +76,9 @@ class PipelineState:
     _origins: set[tuple[int, int]] = field(default_factory=set)
     _answered: set[int] = field(default_factory=set)
 
-    def add_retrieval(self, chunks: list[Chunk], unreadable: int) -> list[Chunk]:
-        """Record a retrieval's chunks (text dropped) and return them with canonical ids."""
+    def add_retrieval(self, chunks: list[Chunk], unreadable: int, omitted: int = 0) -> list[Chunk]:
+        """Record a retrieval's chunks (text dropped) and return them with canonical ids;
+        ``omitted`` more were retrieved than ``chunks`` holds (beyond ``max_retrieved``)."""
         kept = []
         for chunk in chunks:
             if chunk.id.startswith(STAND_IN):  # unique per retrieval: two unreadable items are two
@@ -87,6 +89,7 @@ class PipelineState:
             kept.append(Chunk(chunk.id, chunk.rank, chunk.score, None, None, chunk.tokens, chunk.content_hash))
         self.retrievals.append(kept)
         self.unreadable += unreadable
+        self.omitted += omitted
         return kept
 
     def canonical(self, chunk: Chunk) -> Chunk:
@@ -139,7 +142,7 @@ class PipelineState:
         """The figures of one answer generation, against every retrieval so far."""
         if self.unmeasured is not None:
             return figures_module.Figures(status=[self.unmeasured])
-        result = figures_module.compute(self.retrievals, [answer], unreadable=self.unreadable)
+        result = figures_module.compute(self.retrievals, [answer], unreadable=self.unreadable, omitted=self.omitted)
         self.answer_figures = (answer, len(self.retrievals), self.unreadable, result)
         return result
 
@@ -152,7 +155,7 @@ class PipelineState:
         cached = self.answer_figures
         if cached is not None and not contexts and len(self.answers) == 1 and self.answers[0] is cached[0] and cached[1:3] == (len(self.retrievals), self.unreadable):
             return cached[3]
-        return figures_module.compute(self.retrievals, self.answers, contexts=contexts, unreadable=self.unreadable)
+        return figures_module.compute(self.retrievals, self.answers, contexts=contexts, unreadable=self.unreadable, omitted=self.omitted)
 
 
 _current: ContextVar[PipelineState | None] = ContextVar("ragtrace_pipeline", default=None)
