@@ -64,7 +64,7 @@ class PipelineFigures(Mapping[str, Any]):
     query_id: str | None = None
     """The ``query_id=`` given to ``rag_pipeline``, for joining with a golden set."""
     inclusion_method: str | None = None
-    """How the context the figures rest on was known: ``recorded``, ``declared`` or ``located``."""
+    """How the context the figures rest on was known: ``recorded``, ``declared``, ``provider`` or ``located``."""
     span: ReadableSpan | None = field(default=None, repr=False, compare=False)
     """The root span itself."""
 

@@ -33,23 +33,31 @@ MAX_TOKENS = 64
 
 SYSTEM_PROMPT = (
     "You answer questions using only the numbered sources. "
-    "Answer in one or two short sentences and cite the source you used as [1], [2] or [3]."
+    "Answer in one or two short sentences and start with the number of the source you used: [1], [2] or [3]."
 )
-# One worked example, so the 135M model sees what a cited answer looks like; a reminder after the
-# question raised the citation rate from 3/12 to 9/12 answers in our trials (see README.md).
+# A 135M model copies well and cites rarely: one worked example shows the shape it can follow (the
+# source's own sentence, the source's number first), and the answer turn is opened with "[" (a
+# prefill: the model goes on from it), so the model names its source before it writes. Which
+# number it names, and whether that source was in the prompt, is the model's: the figures say.
+# Decoding stops at the first line break, which ends the answer before the model starts echoing
+# the next source's header or repeating itself (examples/demo/README.md).
 FEW_SHOT: list[Message] = [
     {
         "role": "user",
-        "content": "Sources:\n[1] The sky looks blue because air scatters blue light more than red light.\n\n"
-        "[2] Grass is green because it contains chlorophyll.\n\nQuestion: Why is the sky blue?",
+        "content": "Sources:\n[1] # Sky colour\n\nThe sky looks blue because air scatters blue light more than red light. "
+        "At sunset the light travels further, so it looks red.\n\n[2] # Grass\n\nGrass is green because it contains chlorophyll.\n\n"
+        "Question: Why is the sky blue?\nAnswer briefly and cite a source like [1].",
     },
-    {"role": "assistant", "content": "Air scatters blue light more than red light [1]."},
+    {"role": "assistant", "content": "[1] The sky looks blue because air scatters blue light more than red light."},
 ]
+ANSWER_PREFILL = "["
 TEMPLATE: list[Message] = [
     {"role": "system", "content": SYSTEM_PROMPT},
     *FEW_SHOT,
     {"role": "user", "content": "Sources:\n{context}\n\nQuestion: {question}\nAnswer briefly and cite a source like [1]."},
+    {"role": "assistant", "content": ANSWER_PREFILL},
 ]
+STOP = ["\n"]
 
 # The demo's Hit objects are read by accessors, as any custom document type would be.
 HIT_ACCESSORS: dict[str, Any] = {
@@ -106,7 +114,8 @@ def rerank(query: str, hits: Sequence[Hit], top_n: int = RERANK_TOP_N) -> list[H
 def generate(messages: Sequence[Message], max_tokens: int = MAX_TOKENS, temperature: float = 0.0) -> ChatResponse:
     # cache_prompt=False keeps answers identical from run to run (llama.cpp's prompt cache can
     # change a word at temperature 0)
-    return setup().llm.generate(messages, max_tokens=max_tokens, temperature=temperature, cache_prompt=False)
+    # the reply includes the prefilled "[" (llama.cpp continues the open assistant turn)
+    return setup().llm.generate(messages, max_tokens=max_tokens, temperature=temperature, stop=STOP, cache_prompt=False)
 
 
 def answer(question: str, session_id: str | None = None) -> tuple[str, ragtrace.RagPipeline]:

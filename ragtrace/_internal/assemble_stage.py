@@ -171,6 +171,11 @@ class Assemble(Stage):
             self.builder.unreadable += normalized.unreadable
             self._located = locate(inputs, prompt, self.builder.tokenizer)
 
+    def given(self, record: ContextRecord) -> None:
+        """Inclusion facts reported by the model API itself (``provided.context_record``): they
+        stand as the record, like located ones, but are exact."""
+        self._located = record
+
     def snapshot(self) -> ContextRecord:
         """The inclusion facts so far (final once the assemble block has closed)."""
         if self.record_ is not None:

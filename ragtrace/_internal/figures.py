@@ -42,6 +42,12 @@ STATUS_ANSWER_UNREADABLE = "answer_unreadable"  # an output ragtrace could not r
 STATUS_CITATION_PATTERN_FAILED = "citation_pattern_failed"  # the user's citation_pattern raised
 STATUS_CITATIONS_UNRESOLVED = "citations_unresolved"  # located context with gaps: a citation ragtrace can't resolve
 STATUS_INTERNAL_ERROR = "internal_error"  # ragtrace's own fault while scoring (logged once)
+# a search of the prompt (located, inferred) found none of its chunks: filtered or transformed
+# beyond recognition can't be told apart, so the context is unknown, not empty
+STATUS_CONTEXT_NOT_LOCATED = "context_not_located"
+STATUS_CITATIONS_FILE_LEVEL = "citations_file_level"  # a provider cited a file with several chunks in context (``provided``)
+STATUS_SOURCE_UNREADABLE = "source_unreadable"  # a provider's source block whose text ragtrace can't read (a PDF)
+STATUS_RESULTS_NOT_INCLUDED = "results_not_included"  # a provider's retrieval whose results the response did not carry
 
 
 class Retrieved(Protocol):
@@ -140,13 +146,15 @@ def compute(
         for placement in placements:
             placed.setdefault(placement.chunk_id, placement)
     context_known = bool(known_contexts)
+    # why no context is known: a search that found nothing says so, otherwise none was recorded
+    no_context = STATUS_CONTEXT_NOT_LOCATED if any(a.unmeasured == STATUS_CONTEXT_NOT_LOCATED for a in answers) else STATUS_NO_CONTEXT
     if context_known:
         values[METRIC_IN_CONTEXT] = len(placed)
         if best_rank:
             in_context_retrieved = len(placed.keys() & best_rank.keys())
             values[METRIC_CONTEXT_PRECISION] = in_context_retrieved / len(best_rank)
     else:
-        status.append(STATUS_NO_CONTEXT)
+        status.append(no_context)
 
     if not answers:
         status.append(STATUS_NO_ANSWER)
@@ -155,8 +163,8 @@ def compute(
     # citations can only be resolved against a known context: an answer without one is not scored
     scored = [a for a in answers if a.placements is not None]
     if not scored:
-        if STATUS_NO_CONTEXT not in status:
-            status.append(STATUS_NO_CONTEXT)
+        if no_context not in status:
+            status.append(no_context)
         status.extend(r for r in dict.fromkeys(a.unmeasured for a in answers if a.unmeasured) if r not in status)
         return figures
     # one answer's citations unknown leaves every citation figure of the trace unknown

@@ -13,6 +13,7 @@ from . import names, otel_metrics, state as state_module
 from .answer import Scored, checked_pattern, score
 from .assembly import ContextRecord
 from .citations import CitationPattern, CitationResult
+from .provided import Provided, scored as provided_scored
 from .guard import call_guarded, guard, warn_once
 from .messages import as_messages
 from .outputs import as_text, is_streaming_response, read_output, read_piece, stream_pieces
@@ -53,6 +54,7 @@ class Generate(Stage):
         self.citations: CitationResult | None = None
         self.out_of_context_ids: tuple[str, ...] = ()  # retrieved chunks it cited that the prompt did not show
         self.citation_status: str | None = None  # why the answer's citations are not scored
+        self.provided: Provided | None = None  # citations the model API reported itself (``provided``): not parsed
         self.output_unreadable = False  # an output was recorded that ragtrace could not read
         self._pending_stream: Any = None  # a LlamaIndex StreamingResponse, read at close
         self._context_unknown: str | None = None  # why its context can't be told (``context_for_answer``)
@@ -178,7 +180,10 @@ class Generate(Stage):
         state = self.state
         if self.is_answer and (self.text is not None or self.output_unreadable):
             retrieved = state.retrieved_ids() if state is not None else set()
-            scored = call_guarded("citation parsing", score, self.text, context, retrieved, self.citation_pattern)
+            if self.provided is not None:  # the model API's own citations, resolved by the same rule
+                scored = call_guarded("provider citations", provided_scored, self.provided, context, retrieved)
+            else:
+                scored = call_guarded("citation parsing", score, self.text, context, retrieved, self.citation_pattern)
             if scored is None:  # ragtrace's own fault: the answer is not measured, never scored 0
                 scored = Scored(figures_module.Answer(context.placements if context else None, unmeasured=figures_module.STATUS_INTERNAL_ERROR), None)
             # its own context can't be told (several tasks' assemblies), or its root's request may be split
@@ -261,6 +266,9 @@ class Generate(Stage):
                     names.RAG_CITATION_CONFORMANT: citations.conformant,
                 }
             )
+        if self.provided is not None:
+            attrs.set(names.RAG_CITATION_GRANULARITY, self.provided.granularity)
+            attrs.set(names.RAG_CITATION_FILE_IDS, list(self.provided.files) or None)
         if citations is not None and self.citation_status is None and context is not None:
             # invalid means "names no chunk of the context": without a context it is not measured
             out_of_context = self.answer.out_of_context_citations if self.answer is not None else None

@@ -141,6 +141,8 @@ INCLUSION_RECORDED: Final = "recorded"
 INCLUSION_LOCATED: Final = "located"
 INCLUSION_DECLARED: Final = "declared"  # the app declared each chunk's rendered text (Assemble.place)
 INCLUSION_INFERRED: Final = "inferred"  # ``ragtrace report`` only: located in another instrumentation's trace
+INCLUSION_PROVIDER: Final = "provider"  # the model API reported the sources it was given (Anthropic, OpenAI file_search)
+INCLUSION_METHODS: Final = (INCLUSION_RECORDED, INCLUSION_DECLARED, INCLUSION_PROVIDER, INCLUSION_LOCATED, INCLUSION_INFERRED)
 
 DROP_OVER_BUDGET: Final = "over_budget"
 DROP_DUPLICATE: Final = "duplicate"
@@ -173,10 +175,16 @@ RAG_CITATION_OUT_OF_CONTEXT_IDS: Final = "rag.citation.out_of_context_ids"
 RAG_CITATION_STATUS: Final = "rag.citation.status"  # why this answer's citations are not scored
 RAG_CITATION_FORMAT: Final = "rag.citation.format"
 RAG_CITATION_CONFORMANT: Final = "rag.citation.conformant"
+RAG_CITATION_GRANULARITY: Final = "rag.citation.granularity"  # provider citations: what one names (chunk or file)
+RAG_CITATION_FILE_IDS: Final = "rag.citation.file_ids"  # file-level provider citations: the cited files
+RAG_RETRIEVAL_STATUS: Final = "rag.retrieval.status"  # a provider's retrieval whose results were not returned
+CITATION_GRANULARITY_CHUNK: Final = "chunk"
+CITATION_GRANULARITY_FILE: Final = "file"
 
 CITATION_FORMAT_JSON: Final = "json"
 CITATION_FORMAT_INLINE: Final = "inline"
 CITATION_FORMAT_NONE: Final = "none"
+CITATION_FORMAT_PROVIDER: Final = "provider"  # citation objects of the model API's response, not parsed from text
 
 # --- ragtrace: per-trace figures (keys of run.metrics; span attributes under rag.metrics.) ------
 RAG_METRICS_PREFIX: Final = "rag.metrics."
@@ -400,17 +408,18 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(GEN_AI_TOOL_NAME, "string", "tool", False, "The tool an agent called."),
     AttributeInfo(GEN_AI_TOOL_CALL_ID, "string", "tool", False, "The model's id for the tool call (when the framework gives one)."),
     AttributeInfo(GEN_AI_TOOL_TYPE, "string", "tool", False, "function."),
+    AttributeInfo(OI_TOOL_NAME, "string", "tool", False, "OpenInference's tool name, the same as gen_ai.tool.name (openinference=True)."),
     AttributeInfo(RAG_RERANK_TOP_N, "int", "rerank", False, "How many results the reranker keeps."),
     AttributeInfo(RAG_RERANK_INPUT_COUNT, "int", "rerank", False, "Candidates in."),
     AttributeInfo(RAG_RERANK_OUTPUT_COUNT, "int", "rerank", False, "Results out."),
     AttributeInfo(RAG_RERANK_INPUT_IDS, "string[]", "rerank", False, "Candidate ids; only where reranker.input_documents does not carry them all (openinference=False, more than max_documents)."),
     AttributeInfo(RAG_RERANK_OUTPUT_IDS, "string[]", "rerank", False, "Kept ids in new order."),
     AttributeInfo(RAG_RERANK_OUTPUT_SCORES, "double[]", "rerank", False, "Rerank scores aligned with output_ids; only where reranker.output_documents does not carry them all (as input_ids)."),
-    AttributeInfo(RAG_CONTEXT_INCLUSION_METHOD, "string", "assemble", False, "recorded (ragtrace placed the chunks), declared (the app declared each chunk's rendered text, found in order in the prompt) or located (chunk text searched for in a user-built prompt)."),
+    AttributeInfo(RAG_CONTEXT_INCLUSION_METHOD, "string", "assemble", False, "recorded (ragtrace placed the chunks), declared (the app declared each chunk's rendered text, found in order in the prompt), provider (the model API's own source blocks or file_search results, in block order) or located (chunk text searched for in a user-built prompt)."),
     AttributeInfo(RAG_CONTEXT_CHUNK_IDS, "string[]", "assemble", False, "In-context chunk ids in prompt order."),
     AttributeInfo(RAG_CONTEXT_POSITIONS, "int[]", "assemble", False, "1-based prompt positions aligned with chunk_ids."),
     AttributeInfo(RAG_CONTEXT_LABELS, "string[]", "assemble", False, "Label the model sees for each chunk, e.g. [1]."),
-    AttributeInfo(RAG_CONTEXT_CHAR_STARTS, "int[]", "assemble", False, "Start offset of each chunk in the prompt (or its message)."),
+    AttributeInfo(RAG_CONTEXT_CHAR_STARTS, "int[]", "assemble", False, "Start offset of each chunk in the prompt (or its message); -1 where none (a declared text not found, a provider's source block)."),
     AttributeInfo(RAG_CONTEXT_CHAR_ENDS, "int[]", "assemble", False, "End offset (exclusive)."),
     AttributeInfo(RAG_CONTEXT_MESSAGE_INDEXES, "int[]", "assemble", False, "Chat prompts: index of the message holding each chunk."),
     AttributeInfo(RAG_CONTEXT_CHUNK_TOKENS, "int[]", "assemble", False, "Tokens of each chunk as placed."),
@@ -430,11 +439,14 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(RAG_CITATION_OUT_OF_CONTEXT_COUNT, "int", "generate", False, "Invalid citations naming a retrieved chunk that was not in the context (by its id, or a declared label that did not reach the prompt)."),
     AttributeInfo(RAG_CITATION_UNKNOWN_COUNT, "int", "generate", False, "Invalid citations naming nothing retrieved."),
     AttributeInfo(RAG_CITATION_OUT_OF_CONTEXT_IDS, "string[]", "generate", False, "The retrieved chunks the out-of-context citations name, first-cited first (absent when none)."),
-    AttributeInfo(RAG_CITATION_STATUS, "string", "generate", False, "Why the answer's citations are not scored: answer_unreadable, citation_pattern_failed, citations_unresolved, internal_error, state_evicted, outside_pipeline, context_unknown, request_split, remote_context_missing, remote_context_invalid or remote_context_too_large (absent when scored)."),
-    AttributeInfo(RAG_CITATION_FORMAT, "string", "generate", False, "json, inline or none."),
+    AttributeInfo(RAG_CITATION_STATUS, "string", "generate", False, "Why the answer's citations are not scored: answer_unreadable, citation_pattern_failed, citations_unresolved, context_not_located, citations_file_level, results_not_included, source_unreadable, internal_error, state_evicted, outside_pipeline, context_unknown, request_split, remote_context_missing, remote_context_invalid or remote_context_too_large (absent when scored)."),
+    AttributeInfo(RAG_CITATION_FORMAT, "string", "generate", False, "json, inline, provider (the model API's citation objects) or none."),
+    AttributeInfo(RAG_CITATION_GRANULARITY, "string", "generate", False, "Provider citations only: chunk (each names one source block) or file (each names a file; it resolves to that file's results)."),
+    AttributeInfo(RAG_CITATION_FILE_IDS, "string[]", "generate", False, "File-level provider citations: the cited file ids, first-cited first (known also without the results)."),
+    AttributeInfo(RAG_RETRIEVAL_STATUS, "string", "retrieve", False, "results_not_included: a provider's retrieval (OpenAI file_search) whose results the response did not carry (no include=[\"file_search_call.results\"])."),
     AttributeInfo(RAG_CITATION_CONFORMANT, "boolean", "generate", False, "False when the answer has no parseable citation."),
     AttributeInfo(RAG_METRICS_STATUS, "string", "pipeline, pipeline_segment, generate", False, "Why figures are missing (absent when all were measured); delegated on a root whose figures another process's pipeline_segment carries."),
-    AttributeInfo(RAG_METRICS_INCLUSION_METHOD, "string", "pipeline, generate", False, "How the context the figures rest on was known: recorded, declared or located (comma-separated when a trace mixes them)."),
+    AttributeInfo(RAG_METRICS_INCLUSION_METHOD, "string", "pipeline, generate", False, "How the context the figures rest on was known: recorded, declared, provider or located (comma-separated when a trace mixes them)."),
     AttributeInfo(metric_attribute(METRIC_RETRIEVED), "int", "pipeline, generate", False, "|R|: unique retrieved chunks."),
     AttributeInfo(metric_attribute(METRIC_IN_CONTEXT), "int", "pipeline, generate", False, "|C|: in-context chunks."),
     AttributeInfo(metric_attribute(METRIC_CITED), "int", "pipeline, generate", False, "|K|: validly cited chunks."),

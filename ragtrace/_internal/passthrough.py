@@ -48,6 +48,19 @@ def _shape(result: Any) -> Any:
     return result
 
 
+def _same_stream(entered: Any, wrapped: Any) -> bool:
+    """Whether ``with`` gave back the stream the proxy wraps: itself, or the stream that another
+    instrumentor's proxy in between wraps (OpenLLMetry's ``AnthropicStream`` enters as the SDK's
+    ``Stream``). Then the app gets the recording proxy, which reads through the other one."""
+    for _ in range(8):  # bounded, as ``_shape``
+        if entered is wrapped:
+            return True
+        wrapped = getattr(wrapped, "__wrapped__", None)
+        if wrapped is None:
+            return False
+    return False
+
+
 class _Recording(wrapt.ObjectProxy):  # type: ignore[misc]
     """What both proxies share: the stage, the items seen so far, and finishing exactly once."""
 
@@ -74,11 +87,17 @@ class _Recording(wrapt.ObjectProxy):  # type: ignore[misc]
 
 
 class RecordingIterator(_Recording):
+    def __init__(self, wrapped: Any, stage: Stage, finish: Finish) -> None:
+        super().__init__(wrapped, stage, finish)
+        # another instrumentor's proxy can pass for an iterator (``isinstance`` sees the class it
+        # wraps) and have only ``__iter__`` (OpenInference's Anthropic stream): step what it makes
+        self._self_next = wrapped if hasattr(type(wrapped), "__next__") else iter(wrapped)
+
     def __iter__(self) -> Any:
         return self
 
     def __next__(self) -> Any:
-        return self._self_step(next, self.__wrapped__)
+        return self._self_step(next, self._self_next)
 
     @property
     def send(self) -> Callable[[Any], Any]:
@@ -133,7 +152,7 @@ class RecordingIterator(_Recording):
 
     def __enter__(self) -> Any:
         entered = self.__wrapped__.__enter__()
-        return self if entered is self.__wrapped__ else entered  # ``with stream as s``: s records too
+        return self if _same_stream(entered, self.__wrapped__) else entered  # ``with stream as s``: s records too
 
     def __exit__(self, *exc_info: Any) -> Any:
         try:
@@ -143,16 +162,20 @@ class RecordingIterator(_Recording):
 
 
 class RecordingAsyncIterator(_Recording):
+    def __init__(self, wrapped: Any, stage: Stage, finish: Finish) -> None:
+        super().__init__(wrapped, stage, finish)
+        self._self_anext = wrapped if hasattr(type(wrapped), "__anext__") else wrapped.__aiter__()  # as RecordingIterator's
+
     def __aiter__(self) -> Any:
         return self
 
     async def __anext__(self) -> Any:
         stage = self._self_stage
         if stage is None:
-            return await self.__wrapped__.__anext__()
+            return await self._self_anext.__anext__()
         stage.attach()
         try:
-            item = await self.__wrapped__.__anext__()
+            item = await self._self_anext.__anext__()
         except StopAsyncIteration:
             stage.detach()
             self._self_end(True)
@@ -193,7 +216,7 @@ class RecordingAsyncIterator(_Recording):
 
     async def __aenter__(self) -> Any:
         entered = await self.__wrapped__.__aenter__()
-        return self if entered is self.__wrapped__ else entered
+        return self if _same_stream(entered, self.__wrapped__) else entered
 
     async def __aexit__(self, *exc_info: Any) -> Any:
         try:

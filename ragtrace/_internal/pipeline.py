@@ -66,7 +66,7 @@ class RagPipeline(Stage):
         self.tags = list(tags) if tags is not None else None
         self.metrics: dict[str, Any] = {}
         self.status: str | None = None
-        self.inclusion_method: str | None = None  # recorded, declared, located (comma-joined if mixed)
+        self.inclusion_method: str | None = None  # recorded, declared, provider, located (comma-joined if mixed)
         self._state_token: object | None = None
         self._decorator_options = {
             "query": query,

@@ -247,13 +247,14 @@ def messages_json(gated: list[tuple[str, str]], max_chars: int) -> list[dict[str
 
 
 def message_text(message: Mapping[str, Any]) -> str:
-    """The text of a chat message whose content is a string or a list of text parts."""
+    """The text of a chat message whose content is a string or a list of text parts. A part
+    whose ``content`` is itself a list of blocks (an Anthropic ``search_result`` or
+    ``tool_result``) has no text of its own here."""
     content = message.get("content")
     if isinstance(content, str):
         return content
     if isinstance(content, Sequence):
-        return "".join(
-            part.get("text") or part.get("content") or "" for part in content if isinstance(part, Mapping)
-        )
+        texts = (part.get("text") or part.get("content") for part in content if isinstance(part, Mapping))
+        return "".join(text for text in texts if isinstance(text, str))
     return ""
 

@@ -154,7 +154,7 @@ class PipelineState:
         figures, they are the same inputs to the same pure function: computed once."""
         if self.unmeasured is not None:
             return figures_module.Figures(status=[self.unmeasured])
-        contexts = [c.placements for c in self.unanswered_contexts()]
+        contexts = [c.placements for c in self.unanswered_contexts() if not c.not_located]  # a failed search is no empty context
         cached = self.answer_figures
         if cached is not None and not contexts and len(self.answers) == 1 and self.answers[0] is cached[0] and cached[1:3] == (len(self.retrievals), self.unreadable):
             return cached[3]

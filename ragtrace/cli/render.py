@@ -1,7 +1,7 @@
 """Text outputs of both commands: terminal tables (plain, or ``rich`` when installed), Markdown, JSON.
 
-Every run says how its context was known (``"inclusion"``: recorded, declared, located, or
-inferred for traces of other instrumentations); figures resting on chunk text searched for in the
+Every run says how its context was known (``"inclusion"``: recorded, declared, provider (the model
+API reported it), located, or inferred for traces of other instrumentations); figures resting on chunk text searched for in the
 prompt (located, inferred) are shown with a ``~`` prefix in the tables. Figures that can't be
 measured are ``-`` / ``null``.
 """
@@ -25,10 +25,7 @@ if TYPE_CHECKING:
     from .report import ReportResult
 
 REDACTED = "(redacted)"
-_INCLUSION_ORDER = {
-    method: index
-    for index, method in enumerate((names.INCLUSION_RECORDED, names.INCLUSION_DECLARED, names.INCLUSION_LOCATED, names.INCLUSION_INFERRED))
-}
+_INCLUSION_ORDER = {method: index for index, method in enumerate(names.INCLUSION_METHODS)}
 _QUERY_WIDTH = 40
 _ROW_FIGURES = (
     names.METRIC_RETRIEVED,
@@ -145,7 +142,7 @@ def _one_line(text: str | None, width: int = _QUERY_WIDTH) -> str:
 
 # --- report: shared document ----------------------------------------------------------------------
 def _inclusion_counts(group: Group) -> dict[str, int]:
-    """Runs by inclusion method: recorded, declared, located, inferred first, then mixed ones."""
+    """Runs by inclusion method: recorded, declared, provider, located, inferred first, then mixed ones."""
     counts = group.inclusion
     return {method: counts[method] for method in sorted(counts, key=lambda m: (_INCLUSION_ORDER.get(m, len(_INCLUSION_ORDER)), m))}
 

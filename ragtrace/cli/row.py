@@ -56,7 +56,7 @@ class Row:
     content_mode: str | None = None
     source: str = SOURCE_RAGTRACE
     inferred: bool = False  # from another instrumentation's spans (see foreign)
-    inclusion: str | None = None  # how the context was known: recorded, declared, located, inferred (comma-joined if mixed)
+    inclusion: str | None = None  # how the context was known: recorded, declared, provider, located, inferred (comma-joined if mixed)
     figures: dict[str, Any] = field(default_factory=dict)
     status: list[str] = field(default_factory=list)
     answers: int = 0

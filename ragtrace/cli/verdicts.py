@@ -6,11 +6,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .._internal.figures import (
+    STATUS_CITATIONS_FILE_LEVEL,
     STATUS_EMPTY_CONTEXT,
     STATUS_EMPTY_RETRIEVAL,
     STATUS_NO_ANSWER,
     STATUS_NO_CONTEXT,
     STATUS_NO_RETRIEVAL,
+    STATUS_RESULTS_NOT_INCLUDED,
+    STATUS_SOURCE_UNREADABLE,
     STATUS_UNREADABLE_RETRIEVAL,
 )
 from .._internal.names import (
@@ -51,6 +54,9 @@ REASON_TEXT = {
     STATUS_NO_CHUNK_TEXT: "no chunk text to locate",
     STATUS_NO_PROMPT: "no prompt to search",
     STATUS_PROMPT_TOO_LARGE: "prompt too large to search",
+    STATUS_CITATIONS_FILE_LEVEL: "citations name files, not chunks (a cited file has several results)",
+    STATUS_RESULTS_NOT_INCLUDED: 'file_search results not included (include=["file_search_call.results"])',
+    STATUS_SOURCE_UNREADABLE: "a source's text is unreadable (PDF)",
 }
 
 SHORT = {

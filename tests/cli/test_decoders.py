@@ -12,6 +12,8 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -349,3 +351,22 @@ def test_long_lines_are_read_a_few_spans_at_a_time(tmp_path, monkeypatch, capsys
     assert rows["inputs"]["runs"] == 700 and rows["inputs"]["late_spans"] == 0
     expected = whole[1].replace(f'"bytes": {path.stat().st_size}', f'"bytes": {zipped.stat().st_size}')
     assert from_gzip[1].replace(str(zipped), str(path)) == expected  # gzip: the same report
+
+
+def test_the_report_benchmark_gives_the_ratio_to_msgspec_alone_and_a_memory_verdict(tmp_path):
+    """bench_report.py end to end on two small files: each row's ratio is its CPU time over the
+    msgspec-alone child's of the same size (printed beside it), and memory gets its verdict."""
+    bench = Path(__file__).resolve().parents[2] / "bench" / "bench_report.py"
+    done = subprocess.run(
+        [sys.executable, str(bench), "--sizes", "20000,40000", "--builds", "pure", "--decoders", "msgspec", "--conditions", "alone"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode in (0, 1), done.stderr  # 1: memory not flat, a verdict, not a failure to measure
+    yardstick = {int(n.replace(",", "")): float(cpu) for n, cpu in re.findall(r"^\s+alone\s+([\d,]+) spans: ([\d.]+) CPU s", done.stdout, re.M)}
+    rows = re.findall(r"^\s+alone\s+pure\s+msgspec\s+([\d,]+)\s.*?\s([\d.]+)\s+[\d.]+\s+([\d.]+)x\s", done.stdout, re.M)
+    assert len(yardstick) == 2 and len(rows) == 2, done.stdout
+    for spans, cpu, ratio in rows:
+        assert float(ratio) == pytest.approx(float(cpu) / yardstick[int(spans.replace(",", ""))], rel=0.05), done.stdout
+    verdict = re.search(r"the CPU time of msgspec alone; peak RSS .* spans: (flat|NOT FLAT) \(target: at most \+16 MB\)$", done.stdout, re.M)
+    assert verdict and (verdict[1] == "flat") == (done.returncode == 0), done.stdout
+    assert "spans/s target" not in done.stdout

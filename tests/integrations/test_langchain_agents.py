@@ -6,6 +6,7 @@ invoked and streamed, every figure worked by hand (``langchain_agent_apps`` has 
 from __future__ import annotations
 
 import asyncio
+from typing import TypedDict
 
 import pytest
 
@@ -439,3 +440,53 @@ def test_a_round_trimmed_from_the_answers_prompt_is_retrieved_not_in_context(spa
     assert same(figures(root), {"retrieved": 3, "duplicate_chunks": 1, "in_context": 2, "context_precision": 2 / 3})
     assert "citations_unresolved" in root.attributes["rag.metrics.status"]
     assert root.attributes["rag.retrieval.rounds"] == 2
+
+
+class QAState(TypedDict):
+    question: str
+    answer: str
+
+
+def test_a_graph_node_running_a_plain_chain_keeps_the_chains_declared_assembly(spans):
+    """No tools anywhere: a node that runs create_retrieval_chain is that chain, inside the graph's
+    pipeline (its documents declared as the stuff chain renders them, its model call the answer)."""
+    from langchain_classic.chains import create_retrieval_chain
+    from langchain_classic.chains.combine_documents import create_stuff_documents_chain
+    from langchain_core.language_models import FakeListChatModel
+    from langchain_core.prompts import ChatPromptTemplate
+    from langgraph.graph import END, START, StateGraph
+
+    store = make_store()
+    prompt = ChatPromptTemplate.from_messages([("system", "Answer from the sources, citing [source].\n\n{context}"), ("human", "{input}")])
+    llm = FakeListChatModel(responses=["Five business days [kb-refunds]."])
+    combine = create_stuff_documents_chain(llm, prompt, document_prompt=PromptTemplate.from_template("[{source}] {page_content}"))
+    qa = create_retrieval_chain(store.as_retriever(search_kwargs={"k": 2}), combine)
+
+    def answer(state: QAState):
+        return {"answer": qa.invoke({"input": state["question"]})["answer"]}
+
+    graph = StateGraph(QAState)
+    graph.add_node(answer)
+    graph.add_edge(START, "answer")
+    graph.add_edge("answer", END)
+    assert graph.compile().invoke({"question": "refunds"})["answer"] == "Five business days [kb-refunds]."
+
+    (root,) = [s for s in spans.all() if s.parent is None]
+    assert roles(spans) == ["answer"]
+    assemble = spans.one("assemble")
+    assert assemble.attributes["rag.context.inclusion_method"] == "declared"
+    assert list(assemble.attributes["rag.context.chunk_ids"]) == SEARCHES["refunds"]
+    assert list(assemble.attributes["rag.context.labels"]) == SEARCHES["refunds"]
+    found = figures(root)
+    assert (found["retrieved"], found["in_context"], found["cited"], found["cited_positions"]) == (2, 2, 1, (1,))
+
+
+def test_a_stream_the_app_leaves_early_ends_its_pipeline_and_scores_nothing(spans):
+    agent, _ = rag_agent(make_store(), [call("retrieve_context", "refunds", "call-1"), AIMessage(content="Five days [kb-refunds].")])
+    stream = agent.stream({"messages": [{"role": "user", "content": QUESTION}]}, stream_mode="updates")
+    next(stream)  # the first update (the tool-choosing model call), then the app stops reading
+    stream.close()
+    (root,) = [s for s in spans.all() if s.parent is None]
+    assert root.status.status_code.name == "ERROR"  # LangGraph ends the run with GeneratorExit
+    assert roles(spans) == ["tool_choice"] and not spans.by_stage("retrieve")
+    assert "rag.metrics.cited" not in root.attributes

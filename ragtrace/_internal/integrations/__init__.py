@@ -62,6 +62,13 @@ LIBRARIES: dict[str, Library] = {
             ("openai >= 1.40, < 4",),
             "openai",
         ),
+        Library(
+            "anthropic",
+            "ragtrace._internal.integrations.anthropic",
+            "AnthropicInstrumentor",
+            ("anthropic >= 0.50, < 3",),
+            "anthropic",
+        ),
     )
 }
 

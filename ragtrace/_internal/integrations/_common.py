@@ -127,32 +127,36 @@ def closed_with(stage: Stage, error: BaseException) -> None:
     stage.close(error)
 
 
-def call_wrappers(open_: Callable[[tuple[Any, ...], dict[str, Any]], Stage | None], record: Callable[[Any, dict[str, Any], Any], Any]) -> tuple[Any, Any]:
+def call_wrappers(
+    open_: Callable[[tuple[Any, ...], dict[str, Any]], Stage | None],
+    record: Callable[[Any, dict[str, Any], Any], Any],
+    label: str = "openai instrumentation",
+) -> tuple[Any, Any]:
     """wrapt wrappers (sync, async) for an SDK method whose call is one stage: ``open_`` starts it
     from the call's arguments (None: another span covers the call), ``record`` reads the result
     (untouched) and returns what the app gets: the result itself, or a proxy that records a stream
     as the app reads it. ragtrace's own failures are logged once and the call goes on untraced."""
 
     def sync(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        stage = call_guarded("openai instrumentation", open_, args, kwargs)
+        stage = call_guarded(label, open_, args, kwargs)
         if stage is None:
             return wrapped(*args, **kwargs)
         try:
             result = wrapped(*args, **kwargs)
         except BaseException as error:
-            call_guarded("openai instrumentation", closed_with, stage, error)
+            call_guarded(label, closed_with, stage, error)
             raise
-        return call_guarded("openai instrumentation", record, stage, kwargs, result, default=result)
+        return call_guarded(label, record, stage, kwargs, result, default=result)
 
     async def asynchronous(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        stage = call_guarded("openai instrumentation", open_, args, kwargs)
+        stage = call_guarded(label, open_, args, kwargs)
         if stage is None:
             return await wrapped(*args, **kwargs)
         try:
             result = await wrapped(*args, **kwargs)
         except BaseException as error:
-            call_guarded("openai instrumentation", closed_with, stage, error)
+            call_guarded(label, closed_with, stage, error)
             raise
-        return call_guarded("openai instrumentation", record, stage, kwargs, result, default=result)
+        return call_guarded(label, record, stage, kwargs, result, default=result)
 
     return sync, asynchronous

@@ -51,10 +51,31 @@ class _Pending:
 class _Agent:
     ledger: Ledger = field(default_factory=Ledger)
     pending: list[_Pending] = field(default_factory=list)
+    uses_tools: bool = False  # a model with tools bound, or a tool call, so far in the run
 
 
 def is_agent(metadata: Any) -> bool:
+    """Is the run part of a LangGraph graph (its retrievals are rounds)?"""
     return isinstance(metadata, dict) and _GRAPH_NODE_KEY in metadata
+
+
+def graph_node(run: Run, name: Any, metadata: Any) -> None:
+    """Mark a chain run that is a LangGraph node itself (not a chain a node runs)."""
+    if is_agent(metadata) and name == metadata[_GRAPH_NODE_KEY]:
+        run.data["graph_node"] = True
+
+
+def agent_model(runs: Runs, run: Run, metadata: Any, params: Any) -> bool:
+    """Is this model call an agent's: made by a graph node itself, or in a graph that has bound
+    tools to a model or called a tool (so far, or with this call)? A chain that a node runs keeps
+    the chain's rules (its stuff-documents prompt stays declared)."""
+    if not is_agent(metadata):
+        return False
+    agent = _agent(runs, run)
+    if isinstance(params, dict) and params.get("tools"):
+        agent.uses_tools = True
+    parent = runs.parent(run)
+    return agent.uses_tools or (parent is not None and bool(parent.data.get("graph_node")))
 
 
 def _outermost(runs: Runs, run: Run) -> Run:
@@ -89,7 +110,9 @@ def tool_started(runs: Runs, run: Run, name: Any, call_id: Any) -> None:
     if state is None:  # a tool called outside any pipeline is not traced
         return
     tool = runs.open(run, lambda: ToolCall(name if isinstance(name, str) else None, call_id if isinstance(call_id, str) else None))
-    joined = ToolRoot(state, tool, _agent(runs, run).ledger)
+    agent = _agent(runs, run)
+    agent.uses_tools = True
+    joined = ToolRoot(state, tool, agent.ledger)
     run.data.update(tool_root=joined, tool_tokens=(state_module.set_auto_root(joined), state_module.activate(None)))  # type: ignore[arg-type]
 
 

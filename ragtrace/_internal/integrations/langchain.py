@@ -105,6 +105,7 @@ class _Handler:
             run = self.runs.start(
                 run_id, parent_run_id, root_name=kw.get("name") or _ROOT_NAME, query=_query(inputs), context=_beside(run_id, parent_run_id)
             )
+            _langchain_agents.graph_node(run, kw.get("name"), kw.get("metadata"))
             documents = _documents(inputs)
             if documents is not None:
                 run.data["documents"] = documents
@@ -216,7 +217,7 @@ class _Handler:
         run = self.runs.start(run_id, parent_run_id, context=_beside(run_id, parent_run_id))
         metadata = kw.get("metadata") or {}
         params = kw.get("invocation_params") or {}
-        if _langchain_agents.is_agent(metadata):  # decided by its output and the run's final message
+        if _langchain_agents.agent_model(self.runs, run, metadata, params):  # decided by its output and the run's final message
             role = _langchain_agents.start_role(metadata, kw) or names.ROLE_TOOL_CHOICE
             run.data.update(undecided=role == names.ROLE_TOOL_CHOICE, prompt=prompt, started=time.time_ns())
         else:

@@ -27,7 +27,7 @@ from opentelemetry import trace
 from ..generation import Generate
 from ..guard import guard, warn_once
 from ..passthrough import record_as_consumed
-from . import openai_embeddings, openai_vector_stores
+from . import openai_embeddings, openai_file_search, openai_vector_stores
 from ._common import call_wrappers, inside_generation, started, unwrap
 from .base import RagtraceInstrumentor
 
@@ -81,16 +81,18 @@ def _open(kwargs: Mapping[str, Any], provider: trace.TracerProvider | None, prom
         return None
     kwargs = _given(kwargs)
     max_tokens = kwargs.get("max_completion_tokens", kwargs.get("max_tokens", kwargs.get("max_output_tokens")))
-    return started(
-        Generate(
-            _text(kwargs.get("model")),
-            _PROVIDER,
-            prompt=prompt(kwargs),
-            temperature=kwargs.get("temperature"),
-            max_tokens=max_tokens,
-            tracer_provider=provider,
-        )
+    stage = Generate(
+        _text(kwargs.get("model")),
+        _PROVIDER,
+        prompt=prompt(kwargs),
+        temperature=kwargs.get("temperature"),
+        max_tokens=max_tokens,
+        tracer_provider=provider,
     )
+    if prompt is _responses_input and openai_file_search.tool(kwargs) is not None:  # the model searches: a RAG call
+        stage.auto_root = openai_file_search.begin(_text(kwargs.get("input")), provider)
+        stage.file_search = kwargs  # type: ignore[attr-defined]
+    return started(stage)
 
 
 def _chat_messages(kwargs: Mapping[str, Any]) -> Any:
@@ -140,6 +142,8 @@ def _returned(stage: Generate, result: Any, stream: bool) -> Any:
         if proxy is not None:
             return proxy
     if getattr(result, "choices", None) is not None or getattr(result, "object", None) == "response":
+        if getattr(stage, "file_search", None) is not None:
+            openai_file_search.record(stage, stage.file_search, [result])
         stage.record(result)
     else:  # with_raw_response / with_streaming_response: an HTTP response, not read here
         warn_once("openai-raw", "an OpenAI call returned %s, not a completion: its answer is not measured", type(result).__name__)
@@ -149,5 +153,7 @@ def _returned(stage: Generate, result: Any, stream: bool) -> Any:
 
 def _streamed(stage: Generate, chunks: list[Any] | None, error: BaseException | None) -> None:
     with guard("openai stream"):
+        if getattr(stage, "file_search", None) is not None and chunks is not None:
+            openai_file_search.record(stage, stage.file_search, chunks)
         stage.stream_done(chunks or ())
         stage.close(error)

@@ -1,0 +1,84 @@
+"""What the provider integrations share (``anthropic``, ``openai_file_search``): the sources a model
+API was given become a retrieve span and an assemble span of the call's pipeline, through the same
+stage handles an app's own code uses, so the figures come from the one pipeline state.
+
+Which pipeline. Inside a ``rag_pipeline`` the stages are its stages. Outside any, the call opens
+the automatic root a retrieval opens (``auto_root``), or joins the one this context already has
+(a ``vector_stores.search`` just before): the call's generate span is its answer and ends it. So
+each call outside a pipeline is one pipeline, with no other change to the app.
+
+Ids. A source the app's own recorded retrieval returned (same text, so the same keyed content
+digest) keeps that retrieval's id and is not retrieved twice: only the assembly places it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from opentelemetry import trace
+
+from .. import auto_root, names, state as state_module
+from ..assemble_stage import Assemble
+from ..chunks import Chunk
+from ..keyed import content_digest, warn_if_random
+from ..provided import Source, context_record
+from ..retrieval import Retrieve
+
+
+def root_for(name: str, query: str | None, provider: trace.TracerProvider | None) -> Any:
+    """The automatic root the call's stages go into (None inside a pipeline or with telemetry off).
+    Call it in the caller's context, before the call's first stage opens."""
+    return auto_root.for_retrieval(name, query, provider)
+
+
+def with_app_ids(sources: Sequence[Source], root: Any) -> tuple[list[Source], list[bool]]:
+    """``sources`` under the ids the app's recorded retrievals gave their text, and which were."""
+    state = state_module.current() or (root.state if root is not None else None)
+    renamed, known = [], []
+    for source in sources:
+        found = None
+        if state is not None and source.text is not None:
+            digest = content_digest(source.text)
+            found = state.canonical(Chunk(digest, 0, content_hash=digest)).id
+            found = None if found == digest else found
+        renamed.append(source if found is None else replace(source, chunk_id=found))
+        known.append(found is not None)
+    return renamed, known
+
+
+def record_retrieval(
+    sources: Sequence[Source],
+    scores: Sequence[float | None] | None,
+    *,
+    query: str | None,
+    data_source: str | None,
+    provider: trace.TracerProvider | None,
+    root: Any,
+    status: str | None = None,
+) -> Retrieve:
+    """A retrieve span of the sources, in rank order (``status``: why it holds no results)."""
+    stage = Retrieve(query, data_source=data_source, tracer_provider=provider)
+    stage.auto_root = root
+    stage.open()
+    if status is None:
+        stage.record(
+            [{"id": s.chunk_id, "content": s.text, "score": scores[i] if scores else None} for i, s in enumerate(sources)]
+        )
+        if sources and not stage.inert:  # ids with a keyed digest in them were exported
+            warn_if_random("provider chunk ids (file_id#digest, source#digest, a document's digest) differ between processes")
+    elif stage.attrs is not None:
+        stage.attrs.set(names.RAG_RETRIEVAL_STATUS, status)
+    stage.close()
+    return stage
+
+
+def record_context(sources: Sequence[Source], provider: trace.TracerProvider | None, root: Any) -> Assemble:
+    """An assemble span whose record is the provider's context (``inclusion_method=provider``)."""
+    stage = Assemble(tracer_provider=provider)
+    stage.auto_root = root
+    stage.open()
+    stage.given(context_record(sources, stage.builder.tokenizer))
+    stage.close()
+    return stage
