@@ -212,7 +212,7 @@ def for_retrieval(name: str, query: Any = None, tracer_provider: trace.TracerPro
     with guard("automatic root"):
         pipeline.set_query(query)
     if split:
-        pipeline.state.unmeasured = state_module.STATUS_REQUEST_SPLIT
+        pipeline.state.unmeasured = names.STATUS_REQUEST_SPLIT
     root = AutoRoot(pipeline, (tracer_provider, pipeline.config.tracer_provider, trace.get_tracer_provider()))
     root.searching = 1
     _register(root)

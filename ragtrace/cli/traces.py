@@ -40,6 +40,7 @@ from .._internal.names import (
     RAG_QUERY_HASH,
     RAG_QUERY_ID,
     RAG_RETRIEVAL_RESULT_COUNT,
+    RAG_OMITTED_ITEMS,
     RAG_STAGE,
     RAG_UNREADABLE_ITEMS,
     ROLE_ANSWER,
@@ -161,6 +162,7 @@ def _ragtrace_row(trace: Trace, pipeline: Span | None, members: list[tuple[Span,
 
     retrievals: list[list[Retrieved]] = []
     unreadable = 0
+    omitted = 0
     for span, stage in members:
         if stage != STAGE_RETRIEVE:
             continue
@@ -176,6 +178,7 @@ def _ragtrace_row(trace: Trace, pipeline: Span | None, members: list[tuple[Span,
             continue
         retrievals.append(chunks)
         unreadable += span.get_int(RAG_UNREADABLE_ITEMS) or 0
+        omitted += span.get_int(RAG_OMITTED_ITEMS) or 0
 
     contexts: list[tuple[Span, list[Placed], bool]] = []
     for span, stage in members:
@@ -221,7 +224,7 @@ def _ragtrace_row(trace: Trace, pipeline: Span | None, members: list[tuple[Span,
     if not answers:
         methods.update(span.get_str(RAG_CONTEXT_INCLUSION_METHOD) or INCLUSION_RECORDED for span, _, _ in contexts)
     row.inclusion = ",".join(sorted(methods)) or None
-    result = compute(retrievals, answers, contexts=unanswered, unreadable=unreadable)
+    result = compute(retrievals, answers, contexts=unanswered, unreadable=unreadable, omitted=omitted)
     tokens_known = all(known for _, known in used) if answers else all(known for _, _, known in contexts)
     if not tokens_known:
         result.values.pop(METRIC_WASTED_CONTEXT_TOKENS, None)
