@@ -141,6 +141,8 @@ def _outside(context: ContextRecord | None, retrieved: Set[str]) -> dict[str, st
 def _named(outside: dict[str, str], labels: Iterable[str]) -> list[str]:
     """The chunk ids ``labels`` name among ``outside``'s keys; a label carried as a keyed digest
     (``keyed.label_key``, from another process in redact mode) is matched by the digest of the key."""
+    if not outside:  # the common answer: no invalid citation
+        return []
     hashed = any(key.startswith(HASHED_LABEL) for key in outside)
     named = []
     for key in map(_fold, labels):
