@@ -23,6 +23,8 @@ def test_every_instrument_is_scraped_under_the_name_the_dashboard_uses():
     made = 0
     for field in dataclasses.fields(found):
         instrument = getattr(found, field.name)
+        if field.name == "seen":  # the label sets given their zeros, not an instrument
+            continue
         (instrument.add if hasattr(instrument, "add") else instrument.record)(1, labels)
         made += 1
     scraped = generate_latest(registry).decode()
