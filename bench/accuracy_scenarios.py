@@ -55,6 +55,8 @@ class Text:
             words[at] = f"**{words[at]}**"
             sentences[0] = " ".join(words)
             sentences.append(f"Set `{self.rng.choice(WORDS)}_{self.count}` to enable it.")
+        elif style == "typographic":  # what HTML escaping and typesetting change: quotes, ampersands, dashes
+            sentences.append(f'It\'s the "{self.rng.choice(WORDS)}" path - {self.rng.choice(WORDS)} & {self.rng.choice(WORDS)} <{self.count}>.')
         elif style == "escapes":  # what JSON escaping changes: quotes, backslashes, newlines
             sentences.append(f'The path is "C:\\{self.rng.choice(WORDS)}\\{self.count}".\nThen restart.')
         content = " ".join(sentences)
@@ -91,6 +93,11 @@ class Case:
     recorded: Callable[[Any, str], tuple[Any, list[str]]]  # (ctx, question) -> (prompt sent, truth shown)
     max_tokens: int | None = 4000
     grader: bool = False
+    chunk_format: str | None = None  # ragtrace's chunk format when recorded (default "[{label}] {content}")
+    unmeasurable: tuple[str, ...] = ()  # figures every method must leave out, with a status (not measurable)
+    positional: bool = False  # the sources show no labels: the model cites [n] by order
+    prose: str | None = None  # the answer cites in words: "paren" ("(Source 2)") or "line" ("Sources: id, id")
+    shown_text: dict[str, str] | None = None  # id -> the text the prompt shows for it, labels excluded (wasted tokens)
 
 
 def _scored(docs: list[dict[str, Any]], rng: random.Random) -> list[dict[str, Any]]:

@@ -64,12 +64,14 @@ from ragtrace.cli.foreign import infer  # noqa: E402
 from ragtrace.cli.reader import TraceReader  # noqa: E402
 from ragtrace.exporters import JsonLinesExporter  # noqa: E402
 
-from accuracy_scenarios import SCENARIOS, WORDS, Case, Text  # noqa: E402
+from accuracy_citation_scenarios import CITATION_SCENARIOS, wasted  # noqa: E402
+from accuracy_scenarios import SCENARIOS as FIRST_SCENARIOS, WORDS, Case, Text  # noqa: E402
 
 PER_SCENARIO = 30
 SEED = 7
 METHODS = ("recorded", "declared", "located", "inferred")
 EXACT_METHODS = ("recorded", "declared")  # must be 1.000 / 1.000 and every figure right
+SCENARIOS = FIRST_SCENARIOS + CITATION_SCENARIOS
 
 
 # --- running one case under one method ---------------------------------------------------------
@@ -79,10 +81,12 @@ class Truth:
     in_context: set[str]
     cited: set[str]
     invalid: int
+    unmeasurable: tuple[str, ...] = ()  # figures that must be left out (None below)
+    wasted: int | None = None  # wasted_context_tokens, where the scenario knows the shown text
 
     def figures(self) -> dict[str, Any]:
         r = len(self.retrieved)
-        return {
+        truth: dict[str, Any] = {
             names.METRIC_RETRIEVED: r,
             names.METRIC_IN_CONTEXT: len(self.in_context),
             names.METRIC_CITED: len(self.cited),
@@ -90,6 +94,14 @@ class Truth:
             names.METRIC_CONTEXT_PRECISION: len(self.in_context) / r,
             names.METRIC_RECALL_PROXY: len(self.cited) / r,
         }
+        if self.wasted is not None:
+            truth[names.METRIC_WASTED_CONTEXT_TOKENS] = self.wasted
+        truth.update(dict.fromkeys(self.unmeasurable))
+        return truth
+
+    @staticmethod
+    def of(case: Case, shown: Sequence[str], cited: set[str], invalid: int) -> Truth:
+        return Truth([d["id"] for d in case.docs], set(shown), cited, invalid, case.unmeasurable, wasted(case, list(shown), cited))
 
 
 @dataclass
@@ -99,15 +111,29 @@ class Reading:
     figures: dict[str, Any]
 
 
-def _answer(rng: random.Random, text: Text, labels: dict[str, str]) -> tuple[str, set[str], int]:
-    """An answer citing 1-3 of the labels the model saw, sometimes plus one that names nothing."""
+def _answer(rng: random.Random, text: Text, labels: dict[str, str], prose: str | None = None) -> tuple[str, set[str], int]:
+    """An answer citing 1-3 of the labels the model saw, sometimes plus one that names nothing:
+    as ``[n]``, or in words (``prose``): ``(Source n)``, or a closing ``Sources:`` line of ids."""
     keys = list(labels)
     chosen = sorted(rng.sample(keys, rng.randint(1, min(3, len(keys)))), key=keys.index)
-    parts = [f"{text.sentence(6, 12)[:-1]} [{k}]." for k in chosen]
     invalid = rng.random() < 0.15
+    if prose == "line":
+        cited = [labels[k] for k in chosen] + ([f"kb-none-{len(keys) + rng.randint(2, 5)}"] if invalid else [])
+        body = " ".join(text.sentence(6, 12) for _ in chosen)
+        return f"{body}\n\nSources: {', '.join(cited)}", {labels[k] for k in chosen}, int(invalid)
+    mark = "(Source {})" if prose == "paren" else "[{}]"
+    parts = [f"{text.sentence(6, 12)[:-1]} {mark.format(k)}." for k in chosen]
     if invalid:
-        parts.insert(rng.randrange(len(parts) + 1), f"{text.sentence(6, 10)[:-1]} [{len(keys) + rng.randint(2, 5)}].")
+        at = rng.randrange(len(parts) + 1)
+        parts.insert(at, f"{text.sentence(6, 10)[:-1]} {mark.format(len(keys) + rng.randint(2, 5))}.")
     return " ".join(parts), {labels[k] for k in chosen}, int(invalid)
+
+
+def _answer_labels(case: Case) -> dict[str, str]:
+    """The labels the app's model cites by: the ones it saw, or (sources shown bare) positions."""
+    if case.positional:
+        return {str(n): chunk_id for n, chunk_id in enumerate(case.built.shown, start=1)}
+    return _labels(case.built.placed, case.built.shown)
 
 
 def _labels(placed: Sequence[tuple[dict[str, Any], str, str]], shown: Sequence[str]) -> dict[str, str]:
@@ -123,7 +149,8 @@ def _sdk_pipeline(case: Case, method: str, question: str, answer_for: Callable[[
             rr.record(case.kept)
         built = case.built
         if method == "recorded":
-            with ragtrace.assemble(max_tokens=case.max_tokens) as ctx:
+            options = {"chunk_format": case.chunk_format} if case.chunk_format is not None else {}
+            with ragtrace.assemble(max_tokens=case.max_tokens, **options) as ctx:
                 sent, shown = case.recorded(ctx, question)
             labels = {str(n): chunk_id for n, chunk_id in enumerate(shown, start=1)}
         else:
@@ -134,13 +161,13 @@ def _sdk_pipeline(case: Case, method: str, question: str, answer_for: Callable[[
                     ctx.set_prompt(built.prompt)
                 else:
                     ctx.observe(case.kept, built.prompt)
-            sent, shown, labels = built.sent or built.prompt, built.shown, _labels(built.placed, built.shown)
+            sent, shown, labels = built.sent or built.prompt, built.shown, _answer_labels(case)
         answer, cited, invalid = answer_for(labels)
         with ragtrace.generate(model="answer-model", provider="local", prompt=sent) as g:
             g.record(answer)
         if case.grader:
             _grade(case.docs)
-    return Truth([d["id"] for d in case.docs], set(shown), cited, invalid), run
+    return Truth.of(case, shown, cited, invalid), run
 
 
 def grading_prompt(docs: Sequence[dict[str, Any]]) -> str:
@@ -225,17 +252,19 @@ class Score:
         self.tp += len(got & truth.in_context)
         self.fp += len(got - truth.in_context)
         self.fn += len(truth.in_context - got)
-        self.cite_tp += len(reading.cited & truth.cited)
-        self.cite_fp += len(reading.cited - truth.cited)
-        self.cite_fn += len(truth.cited - reading.cited)
+        if names.METRIC_CITED not in truth.unmeasurable:  # citations that can't be resolved are not scored
+            self.cite_tp += len(reading.cited & truth.cited)
+            self.cite_fp += len(reading.cited - truth.cited)
+            self.cite_fn += len(truth.cited - reading.cited)
         # wrong: a figure given that differs from the truth; not measurable: none wrong, some left out
         expected, figures = truth.figures(), reading.figures
-        diff = {k: (figures[k], v) for k, v in expected.items() if figures.get(k) is not None and abs(figures[k] - v) > 1e-9}
+        # a figure given where the truth is "not measurable" (None) is wrong too
+        diff = {k: (figures[k], v) for k, v in expected.items() if figures.get(k) is not None and (v is None or abs(figures[k] - v) > 1e-9)}
         if diff:
             self.wrong += 1
             if len(self.wrong_examples) < 3:
                 self.wrong_examples.append(f"{where}: (got, truth) {diff}")
-        elif any(figures.get(k) is None for k in expected):
+        elif any(figures.get(k) is None for k, v in expected.items() if v is not None):
             self.unmeasured += 1
         else:
             self.right += 1
@@ -294,9 +323,9 @@ def measure(per_scenario: int = PER_SCENARIO, seed: int = SEED) -> tuple[dict[st
                     question = f"Question {traces}: how do I {' '.join(rng.sample(WORDS, 4))}?"
                     case = scenario(rng, text, question)
                     scores = per.setdefault(case.name, {m: Score() for m in METHODS})
-                    user_answer = _answer(rng, text, _labels(case.built.placed, case.built.shown))
+                    user_answer = _answer(rng, text, _answer_labels(case), case.prose)
                     for method in METHODS[:3]:
-                        answer_for = (lambda labels: _answer(rng, text, labels)) if method == "recorded" else (lambda labels: user_answer)
+                        answer_for = (lambda labels: _answer(rng, text, labels, case.prose)) if method == "recorded" else (lambda labels: user_answer)
                         truth, run = _sdk_pipeline(case, method, question, answer_for)
                         spans = exporter.get_finished_spans()
                         exporter.clear()
@@ -307,7 +336,7 @@ def measure(per_scenario: int = PER_SCENARIO, seed: int = SEED) -> tuple[dict[st
                             score.add(truth, reading, f"{case.name} #{traces}")
                     answer, cited, invalid = user_answer
                     foreign_trace(tracer, case, question, answer)
-                    pending.append((question, case.name, Truth([d["id"] for d in case.docs], set(case.built.shown), cited, invalid)))
+                    pending.append((question, case.name, Truth.of(case, case.built.shown, cited, invalid)))
         finally:
             provider.shutdown()
             foreign_provider.shutdown()

@@ -154,6 +154,7 @@ VARIANTS = [
     Variant("ragtrace-full", "**ragtrace, content on (default)**"),
     Variant("ragtrace-redact", "ragtrace, redact"),
     Variant("ragtrace-no-oi", "ragtrace, `openinference=False`"),
+    Variant("ragtrace-metrics", "ragtrace content on, with a MeterProvider (in-memory reader)"),
     Variant("traceloop", "Traceloop {v} `@workflow`/`@task`", "traceloop"),
     Variant("openinference", "OpenInference {v} decorators", "openinference"),
     Variant("langfuse", "Langfuse {v} `@observe` (its own batch processor)", "langfuse"),
@@ -312,9 +313,15 @@ def setup_project(key: str) -> Setup:
     batch = key.endswith("-batch")
     if base == "otel-8":
         return Setup(otel8_pipeline(provider.get_tracer("bench")), provider.force_flush, exporter, batch=batch)
-    modes = {"ragtrace-full": ("full", True), "ragtrace-redact": ("redact", True), "ragtrace-no-oi": ("full", False), "otel-replay": ("full", True)}
+    modes = {"ragtrace-full": ("full", True), "ragtrace-redact": ("redact", True), "ragtrace-no-oi": ("full", False), "otel-replay": ("full", True), "ragtrace-metrics": ("full", True)}
     mode, openinference = modes[base]
-    rt_config.configure(tracer_provider=provider, capture_content=mode, openinference=openinference)
+    meters = None
+    if base == "ragtrace-metrics":  # every metric recorded too, read in memory (what a scrape endpoint reads)
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+        meters = MeterProvider(metric_readers=[InMemoryMetricReader()])
+    rt_config.configure(tracer_provider=provider, meter_provider=meters, capture_content=mode, openinference=openinference)
     if base == "otel-replay":
         import bench_overhead
 

@@ -207,6 +207,7 @@ def _options(previous: _config.Config) -> dict[str, Any]:
         "max_documents": previous.max_documents,
         "max_content_chars": previous.max_content_chars,
         "tokenizer": previous.tokenizer,
+        "max_retrieved": previous.max_retrieved,
     }
 
 

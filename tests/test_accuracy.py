@@ -29,7 +29,7 @@ def bench():
 
 def test_recorded_and_declared_are_exactly_right_on_every_scenario(bench):
     totals, per = bench.measure(per_scenario=3, seed=11)
-    assert len(per) == len(bench.SCENARIOS) == 9
+    assert len(per) == len(bench.SCENARIOS) == 16  # the first nine, and issue 27's seven citation cases
     for name, scores in per.items():
         for method in ("recorded", "declared"):
             score = scores[method]
@@ -37,7 +37,7 @@ def test_recorded_and_declared_are_exactly_right_on_every_scenario(bench):
             assert (score.precision, score.recall, score.cite_precision, score.cite_recall) == (1.0, 1.0, 1.0, 1.0), (name, method)
             assert score.right == 3 and not score.wrong_examples, (name, method, score.wrong_examples)
     for method in bench.METHODS:  # every method saw every request, inferred through ragtrace report's reader
-        assert totals[method].traces == 27, method
+        assert totals[method].traces == 48, method
         assert totals[method].tp > 0
 
 
@@ -51,3 +51,13 @@ def test_the_scoring_catches_a_wrong_figure(bench):
     score.add(truth, bench.Reading({"a", "b"}, {"a"}, {k: v for k, v in truth.figures().items() if k != "recall_proxy"}), "left out")
     assert (score.tp, score.fp, score.fn) == (5, 1, 1)
     assert (score.right, score.wrong, score.unmeasured) == (1, 1, 1) and not score.exact
+
+
+def test_a_figure_given_where_the_truth_is_not_measurable_is_wrong(bench):
+    """Unlabelled sources: a reading that counts the citations anyway is wrong, one that leaves them out right."""
+    truth = bench.Truth(["a", "b"], {"a", "b"}, {"a"}, 0, unmeasurable=("cited", "invalid_citations", "recall_proxy"))
+    measured = {"retrieved": 2, "in_context": 2, "context_precision": 1.0}
+    score = bench.Score()
+    score.add(truth, bench.Reading({"a", "b"}, set(), measured), "left out")
+    score.add(truth, bench.Reading({"a", "b"}, set(), dict(measured, cited=0, invalid_citations=2, recall_proxy=0.0)), "counted")
+    assert (score.right, score.wrong, score.unmeasured) == (1, 1, 0)

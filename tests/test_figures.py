@@ -71,6 +71,31 @@ def test_one_retrieval_one_answer():
     assert figures.status == [] and figures.status_text is None
 
 
+def test_a_truncated_retrieval_keeps_only_the_figures_of_c_and_k():
+    # the same trace as above, but the retriever returned 6 items and only a..d were kept (2 omitted):
+    # |R| is unknown, so are the ratios over R, the duplicates and which invalid citation names a
+    # retrieved chunk; C = {a, b, c} and K = {b, c} are known whole
+    figures = compute(
+        [[C("a", 1), C("b", 2), C("c", 3), C("d", 4)]],
+        [Answer([P("a", 1, 5), P("b", 2, 7), P("c", 3, 11)], cited_ids=("b", "c"), invalid_citations=1, out_of_context_citations=1)],
+        omitted=2,
+    )
+    assert_values(
+        figures,
+        {
+            "in_context": 3,
+            "cited": 2,
+            "invalid_citations": 1,
+            "context_utilization": 2 / 3,
+            "wasted_context_tokens": 5,
+            "cited_positions": [2, 3],
+        },
+    )
+    assert figures.status == ["retrieval_truncated"]
+    # with no context and no answer: those reasons stay, after the truncation
+    assert compute([[C("a", 1)]], [], omitted=1).status == ["retrieval_truncated", "no_context", "no_answer"]
+
+
 def test_multi_hop_union_keeps_best_rank():
     # hop 1: a1 b2 c3; hop 2: c1 d2 a3  ->  R = {a:1, b:2, c:1, d:2}; c and a seen twice
     figures = compute(

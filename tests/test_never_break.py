@@ -1161,13 +1161,13 @@ def test_one_trace_too_many_in_flight_degrades_that_trace_alone_and_says_so(span
 
     generations = {s.context.trace_id: s.attributes for s in spans.by_stage("generate")}
     assert len(generations) == len(requests)
-    evicted = [a for a in generations.values() if a.get(names.RAG_METRICS_STATUS) == state.STATUS_STATE_EVICTED]
+    evicted = [a for a in generations.values() if a.get(names.RAG_METRICS_STATUS) == names.STATUS_STATE_EVICTED]
     kept = [a for a in generations.values() if a not in evicted]
     assert len(evicted) == 1 and len(kept) == state._IMPLICIT_CAPACITY
     if drive is _interleaved:  # the least recently used trace is the one dropped
         assert generations[requests[0].get_span_context().trace_id] is evicted[0]
     (marked,) = evicted
-    assert marked[names.RAG_CITATION_STATUS] == state.STATUS_STATE_EVICTED
+    assert marked[names.RAG_CITATION_STATUS] == names.STATUS_STATE_EVICTED
     assert not any(k.startswith("rag.metrics.") and k != names.RAG_METRICS_STATUS for k in marked)
     assert names.RAG_CITATION_INVALID_COUNT not in marked  # never a silent "1 invalid citation"
     for attributes in kept:

@@ -129,3 +129,131 @@ def test_a_meter_provider_alone_keeps_the_figures(reader):
     run = pipeline()
     assert run.status != "telemetry_off" and 0 < run.metrics[names.METRIC_RECALL_PROXY] <= 1
     assert points(reader)[names.METRIC_RECALL_PROXY_HISTOGRAM]
+
+
+# --- the fleet view's metrics (docs/fleet.md) ---------------------------------------------------
+def cited(answer: str, *, version: str = "v1", docs=DOCS, shown: int = 2, capture_content: str | None = None) -> ragtrace.RagPipeline:
+    """A pipeline that retrieves ``docs``, shows the first ``shown`` as [1].. and answers ``answer``."""
+    with ragtrace.rag_pipeline("qa", version=version, capture_content=capture_content) as run:
+        with ragtrace.retrieve(data_source="kb") as r:
+            r.record(docs)
+        with ragtrace.assemble() as ctx:
+            for chunk in r.chunks[:shown]:
+                ctx.add(chunk)
+        with ragtrace.generate(model="m") as g:
+            g.record(answer)
+    return run
+
+
+def by(points_: list, key: str) -> dict:
+    return {p.attributes[key]: p for p in points_}
+
+
+def test_pipeline_runs_count_measured_and_each_first_reason(reader):
+    ragtrace.configure(meter_provider=MeterProvider(metric_readers=[reader]), tracer_provider=TracerProvider())
+    cited("see [1]")
+    cited("see [2]")
+    pipeline(empty=True)  # retrieved nothing: "empty_retrieval", the first of its reasons
+    with ragtrace.rag_pipeline("qa", version="v1") as bare:
+        pass  # nothing at all: no_retrieval,no_context,no_answer
+    assert bare.status == "no_retrieval,no_context,no_answer"
+    runs = points(reader)[names.METRIC_PIPELINE_RUNS]
+    counted = {(p.attributes[names.RAG_PIPELINE_VERSION], p.attributes[names.RAG_METRICS_STATUS]): p.value for p in runs}
+    assert counted == {("v1", "measured"): 2, ("v3", "empty_retrieval"): 1, ("v1", "no_retrieval"): 1}
+    for point in runs:
+        assert point.attributes[names.RAG_STAGE] == names.STAGE_PIPELINE
+
+
+def test_citations_by_kind_and_wasted_tokens(reader):
+    ragtrace.configure(meter_provider=MeterProvider(metric_readers=[reader]), tracer_provider=TracerProvider())
+    # [1] valid, d3 is retrieved but not shown (out of context), [7] names nothing retrieved
+    first = cited("see [1] and [d3] and [7]")
+    assert (first.metrics["cited"], first.metrics["out_of_context_citations"], first.metrics["unknown_citations"]) == (1, 1, 1)
+    cited("see [1] and [2]")
+    found = points(reader)
+    kinds = {kind: p.value for kind, p in by(found[names.METRIC_CITATIONS], names.RAG_CITATION_KIND).items()}
+    assert kinds == {"valid": 3, "out_of_context": 1, "unknown": 1}
+    (wasted,) = found[names.METRIC_CONTEXT_WASTED_TOKENS]
+    chunk_tokens = first.metrics["wasted_context_tokens"]  # [2] of the first answer, never cited
+    assert chunk_tokens > 0 and wasted.count == 2 and wasted.sum == chunk_tokens
+    assert tuple(wasted.explicit_bounds) == otel_metrics.TOKEN_BUCKETS
+
+
+def test_an_unscored_answer_adds_no_citations_but_counts_its_run(reader):
+    ragtrace.configure(meter_provider=MeterProvider(metric_readers=[reader]), tracer_provider=TracerProvider())
+    with ragtrace.rag_pipeline("qa", version="v1") as run:
+        with ragtrace.generate(model="m") as g:
+            g.record("see [1]")  # no context: the citation can't be judged
+    assert "cited" not in run.metrics
+    found = points(reader)
+    assert names.METRIC_CITATIONS not in found
+    (runs,) = found[names.METRIC_PIPELINE_RUNS]
+    assert runs.attributes[names.RAG_METRICS_STATUS] == "no_retrieval" and runs.value == 1
+
+
+def test_top_score_buckets_resolve_scores_in_zero_one(reader):
+    ragtrace.configure(meter_provider=MeterProvider(metric_readers=[reader]), tracer_provider=TracerProvider())
+    for top in (0.93, 0.42):
+        cited("see [1]", docs=[{"id": "a", "score": top, "content": "x"}], shown=1)
+    (point,) = points(reader)[names.METRIC_RETRIEVAL_TOP_SCORE]
+    assert tuple(point.explicit_bounds) == otel_metrics.SCORE_BUCKETS
+    counts = dict(zip(point.explicit_bounds, point.bucket_counts))
+    assert counts[0.5] == 1 and counts[1.0] == 1 and sum(point.bucket_counts) == 2  # (0.4, 0.5] and (0.9, 1]
+
+
+def test_every_reason_ragtrace_sets_is_in_the_one_list():
+    """A STATUS_* constant anywhere in ragtrace._internal that the metric label would count as
+    "other": new reasons must be added to names.METRICS_STATUS_REASONS (and then flow through)."""
+    import importlib
+    import pkgutil
+
+    import ragtrace._internal as internal
+
+    found = {}
+    for module in pkgutil.walk_packages(internal.__path__, internal.__name__ + "."):
+        loaded = importlib.import_module(module.name)
+        for key, value in vars(loaded).items():
+            if key.startswith("STATUS_") and isinstance(value, str):
+                found[f"{module.name}.{key}"] = value
+    assert len(found) >= 13
+    assert {k: v for k, v in found.items() if v not in names.METRICS_STATUS_REASONS} == {}
+    assert otel_metrics.status_label("citations_unresolved,no_answer") == "citations_unresolved"
+    assert otel_metrics.status_label("not_a_reason") == names.METRICS_STATUS_OTHER
+    assert otel_metrics.status_label(None) == names.METRICS_STATUS_MEASURED
+
+
+def test_redact_mode_puts_no_content_in_any_metric(reader):
+    ragtrace.configure(meter_provider=MeterProvider(metric_readers=[reader]), tracer_provider=TracerProvider(), capture_content="redact")
+    secret = [{"id": "d0", "score": 0.9, "content": "SECRET-CHUNK"}, {"content": "SECRET-IDLESS"}]
+    with ragtrace.rag_pipeline("qa", query="SECRET-QUERY", version="v1", route="faq") as run:
+        with ragtrace.retrieve(query="SECRET-QUERY", data_source="kb") as r:
+            r.record(secret)
+        with ragtrace.assemble() as ctx:
+            for chunk in r.chunks:
+                ctx.add(chunk)
+        with ragtrace.generate(model="m") as g:
+            g.record("SECRET-ANSWER [1] [SECRET-LABEL]")
+    ragtrace.record_score(run, name="groundedness", value=0.5, scorer="llm", explanation="SECRET-WHY", label="fail")
+    values = set()
+    for metric_points in points(reader).values():
+        for point in metric_points:
+            values.update(map(str, point.attributes.values()))
+    assert {"qa", "v1", "faq", "kb", "m", "groundedness", "measured", "valid", "unknown"} <= values
+    assert not [v for v in values if "SECRET" in v]
+    allowed = {"qa", "v1", "faq", "kb", "m", "groundedness", "pipeline", "retrieve", "assemble", "generate", *names.CITATION_KINDS,
+               names.METRICS_STATUS_MEASURED, *names.METRICS_STATUS_REASONS, names.OP_WORKFLOW, names.OP_RETRIEVAL, names.OP_CHAT}
+    assert values <= allowed
+
+
+def test_each_citation_kind_starts_at_zero_once_per_label_set(reader):
+    """Prometheus 2.x's rate() loses a series' first count, so every kind is added at 0 on a label
+    set's first scored run; later runs add only the kinds they have."""
+    ragtrace.configure(meter_provider=MeterProvider(metric_readers=[reader]), tracer_provider=TracerProvider())
+    cited("see [1] and [2]")
+    kinds = by(points(reader)[names.METRIC_CITATIONS], names.RAG_CITATION_KIND)
+    assert {k: p.value for k, p in kinds.items()} == {"valid": 2, "out_of_context": 0, "unknown": 0}
+    cited("see [1] and [7]")
+    cited("see [1] and [7]", version="v2")  # a new label set: its own zeros
+    kinds = {(p.attributes[names.RAG_PIPELINE_VERSION], p.attributes[names.RAG_CITATION_KIND]): p.value for p in points(reader)[names.METRIC_CITATIONS]}
+    assert kinds == {("v1", "valid"): 3, ("v1", "out_of_context"): 0, ("v1", "unknown"): 1,
+                     ("v2", "valid"): 1, ("v2", "out_of_context"): 0, ("v2", "unknown"): 1}

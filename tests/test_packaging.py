@@ -85,6 +85,8 @@ def test_default_build_is_a_clean_pure_wheel_and_an_sdist(pure_artefacts):
     assert names == ["ragtrace-0.1.0-py3-none-any.whl", "ragtrace-0.1.0.tar.gz"], names
     wheel = _wheel_names(pure_artefacts[0])
     assert "ragtrace/cli/reader.py" in wheel and "ragtrace/py.typed" in wheel
+    # the fleet view ships as data (ragtrace dashboard grafana|rules prints these)
+    assert {"ragtrace/dashboards/ragtrace-rag-quality.json", "ragtrace/dashboards/ragtrace.rules.yml"} <= set(wheel)
     assert [n for n in wheel if _LEFTOVERS.search(n)] == []
     assert [n for n in wheel if n.startswith(("tests/", "tools/"))] == []
     metadata = zipfile.ZipFile(pure_artefacts[0]).read("ragtrace-0.1.0.dist-info/METADATA").decode()
@@ -109,6 +111,8 @@ def test_installed_wheel_runs_the_cli_and_the_readme_quickstart(pure_artefacts, 
     report = _run(bin_dir / "ragtrace", "report", "--markdown", traces, cwd=tmp_path)
     assert "4 spans, 1 traces, 1 pipeline runs" in report, report
     assert "| recall_proxy | 0.50 | 0.50 | 0.50 | 1 |" in report and "| support-qa | 1 | 1 | 0 |" in report, report
+    rules = _run(bin_dir / "ragtrace", "dashboard", "rules", cwd=tmp_path)
+    assert rules == (ROOT / "ragtrace" / "dashboards" / "ragtrace.rules.yml").read_text(encoding="utf-8")
 
 
 def test_opt_in_compiled_wheel(tmp_path):

@@ -1,7 +1,8 @@
-"""record_score: the evaluation span and event in the run's trace, and the rag.eval.<name> histogram."""
+"""record_score: the evaluation span and event in the run's trace, and the rag.eval.score histogram."""
 
 from __future__ import annotations
 
+import dataclasses
 
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
@@ -14,6 +15,13 @@ import ragtrace
 from ragtrace._internal import config, names, otel_metrics, redaction
 
 from test_otel_metrics import points
+
+
+def scored(reader: InMemoryMetricReader, name: str) -> list:
+    """The rag.eval.score points of one score name (its rag.eval.name label checked, then left out
+    of ``attributes`` so the other labels compare as before)."""
+    found = [p for p in points(reader)[names.METRIC_EVAL_SCORE] if p.attributes.get(names.RAG_EVAL_NAME) == name]
+    return [dataclasses.replace(p, attributes={k: v for k, v in p.attributes.items() if k != names.RAG_EVAL_NAME}) for p in found]
 
 
 def answered(**options) -> ragtrace.RagPipeline:
@@ -51,7 +59,7 @@ def test_a_score_after_the_run_is_a_child_of_its_root_with_one_event(spans, metr
         names.GEN_AI_EVALUATION_EXPLANATION: "claims more than [1] says",
         names.RAG_EVALUATION_SCORER: "llm",
     }
-    (point,) = points(metric_reader)[names.METRIC_SCORE_PREFIX + "groundedness"]
+    (point,) = scored(metric_reader, "groundedness")
     assert point.count == 1 and point.sum == pytest.approx(0.25)
     assert tuple(point.explicit_bounds) == otel_metrics.SCORE_BUCKETS
     # the bounded labels of ragtrace's other metrics, never ids or text
@@ -89,7 +97,7 @@ def test_a_judge_elsewhere_scores_from_the_ids_the_pipeline_wrote_out(spans, met
     (span,) = exporter.get_finished_spans()
     assert span.context.trace_id == root.context.trace_id and span.parent.span_id == root.context.span_id
     assert span.parent.is_remote
-    (point,) = points(judge_reader)["rag.eval.groundedness"]
+    (point,) = scored(judge_reader, "groundedness")
     assert dict(point.attributes) == {names.GEN_AI_WORKFLOW_NAME: "qa", names.RAG_PIPELINE_VERSION: "v2"}
     judge_reader.shutdown()
 
@@ -125,7 +133,7 @@ def test_an_untraced_run_still_records_the_metric():
         pass
     assert run.trace_id is None and run.span_id is None
     ragtrace.record_score(run, name="groundedness", value=0.5, scorer="code")
-    (point,) = points(found)["rag.eval.groundedness"]
+    (point,) = scored(found, "groundedness")
     assert point.count == 1
     found.shutdown()
 

@@ -22,7 +22,7 @@ from .assembly import ContextRecord
 from .citations import CitationPattern, CitationResult, parse_citations
 from .guard import warn_once
 from .keyed import HASHED_LABEL, label_key
-from .locate import shown_labels
+from .source_labels import shown_labels
 
 SEARCHED = frozenset({names.INCLUSION_LOCATED, names.INCLUSION_INFERRED})
 
@@ -66,6 +66,8 @@ def score(
     text: str | None, context: ContextRecord | None, retrieved: Set[str], pattern: CitationPattern | None
 ) -> Scored:
     """The answer for the figures. ``text`` None means an output was recorded but not readable."""
+    if context is not None and context.not_located:  # the search failed: nothing to resolve against
+        return Scored(figures.Answer(None, unmeasured=figures.STATUS_CONTEXT_NOT_LOCATED), None)
     placements = context.placements if context is not None else None
     if text is None:
         return Scored(figures.Answer(placements, unmeasured=figures.STATUS_ANSWER_UNREADABLE), None)
@@ -139,6 +141,8 @@ def _outside(context: ContextRecord | None, retrieved: Set[str]) -> dict[str, st
 def _named(outside: dict[str, str], labels: Iterable[str]) -> list[str]:
     """The chunk ids ``labels`` name among ``outside``'s keys; a label carried as a keyed digest
     (``keyed.label_key``, from another process in redact mode) is matched by the digest of the key."""
+    if not outside:  # the common answer: no invalid citation
+        return []
     hashed = any(key.startswith(HASHED_LABEL) for key in outside)
     named = []
     for key in map(_fold, labels):

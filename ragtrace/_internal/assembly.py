@@ -64,6 +64,7 @@ class ContextRecord:
     span_id: str | None = None  # hex id of the assemble span, so generations can point at it
     aliases: dict[str, str] = field(default_factory=dict)  # more labels the model saw (declared duplicates)
     unshown: dict[str, str] = field(default_factory=dict)  # declared labels whose text never reached the prompt
+    not_located: bool = False  # a search found nothing of chunks with text in a prompt with text: unknown, not empty
     # a record carried from another process has no prompt: the source labels that prompt showed,
     # as keyed digests (``keyed.label_key``), for the searched contexts' resolution rule (``answer``)
     shown_keys: frozenset[str] | None = None
@@ -308,11 +309,12 @@ class ContextBuilder:
             return []
         self._count_all()
         base, message_index, spans = self._layout
+        shown = "{label}" in self.chunk_format
         return [
             Placement(
                 chunk_id=entry.chunk.id,
                 position=position,
-                label=entry.label,
+                label=entry.label if shown else "",  # a format without {label} shows the model none
                 start=base + start,
                 end=base + end,
                 tokens=entry.tokens,  # type: ignore[arg-type]  # counted by _count_all

@@ -24,8 +24,8 @@ return) is ended without an answer, marked ``rag.root.abandoned`` with the reaso
   (``request_split``): its request's first searches may be in the old one;
 - any root opens while it has been idle ``IDLE_SECONDS`` (``idle``), or more than
   ``configure(max_open_roots=...)`` are open (``capacity``, the oldest);
-- its context was garbage-collected (``collected``, ended when the next root opens) or the process
-  exits (``exit``).
+- its context was freed (``collected``): at once when its thread ends, else when the next root
+  opens; or the process exits (``exit``).
 A forked child forgets every root it inherited: the parent's spans are never ended or exported
 twice.
 """
@@ -56,7 +56,7 @@ IDLE_SECONDS = 60.0  # a root with no stage for this long is not joined, and is 
 MAX_RETRIEVALS = 32  # retrievals one root takes before the next opens another root
 
 _open: dict[int, weakref.ref[AutoRoot]] = {}  # id -> the open roots, oldest first
-_collected: deque[RagPipeline] = deque()  # roots whose context was collected, ended at the next opening
+_collected: deque[RagPipeline] = deque()  # roots whose context was collected, ended at the next opening (``_context_gone``)
 _lock = threading.Lock()
 _exit_registered = False
 
@@ -77,9 +77,9 @@ class AutoRoot:
         self.searching = 0  # searches handed this root by ``for_retrieval`` and not ended yet
         self.touched = time.monotonic()
         self._lock = threading.Lock()
-        # a root whose context is collected unended is ended later (``_end_stale``); the callback
-        # holds the pipeline (ids, never text) and is dropped when the root ends
-        self._finalizer = weakref.finalize(self, _collected.append, pipeline)
+        # a root whose context is collected unended is ended then or later (``_context_gone``); the
+        # callback holds the pipeline (ids, never text) and is dropped when the root ends
+        self._finalizer = weakref.finalize(self, _context_gone, pipeline)
         self._finalizer.atexit = False  # ``_end_all`` ends what is open at exit
 
     def _accepts(self) -> bool:
@@ -212,7 +212,7 @@ def for_retrieval(name: str, query: Any = None, tracer_provider: trace.TracerPro
     with guard("automatic root"):
         pipeline.set_query(query)
     if split:
-        pipeline.state.unmeasured = state_module.STATUS_REQUEST_SPLIT
+        pipeline.state.unmeasured = names.STATUS_REQUEST_SPLIT
     root = AutoRoot(pipeline, (tracer_provider, pipeline.config.tracer_provider, trace.get_tracer_provider()))
     root.searching = 1
     _register(root)
@@ -259,6 +259,18 @@ def _end_all() -> None:
         if root is not None:
             root.end(abandoned="exit")
     _end_collected()
+
+
+def _context_gone(pipeline: RagPipeline) -> None:
+    """A root's context was freed unended. When its thread is ending (the thread's context is
+    cleared after its last Python code, so no lock of the app's or ragtrace's is held in it), the
+    root ends here, before ``join()`` returns; otherwise (a collection that may run anywhere) it
+    waits for the next opening or exit."""
+    if threading.get_ident() in threading._active:  # type: ignore[attr-defined]
+        _collected.append(pipeline)
+    elif not pipeline.closed:
+        with guard("automatic root"):
+            _close(pipeline, None, "collected")
 
 
 def _end_collected() -> None:

@@ -41,7 +41,7 @@ from .chunks import Chunk
 from .citation_syntax import fold
 from .state import STATUS_REMOTE_CONTEXT_INVALID, STATUS_REMOTE_CONTEXT_TOO_LARGE, PipelineState
 from .keyed import HASHED_LABEL, label_key
-from .locate import shown_labels
+from .source_labels import shown_labels
 from .redaction import MODES, ContentPolicy
 
 VERSION: Final = "v1"

@@ -9,6 +9,7 @@ Items that can't be understood are counted, never raised on.
 from __future__ import annotations
 
 import math
+from itertools import islice
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,6 +56,7 @@ class Normalized:
 
     chunks: list[Chunk]
     unreadable: int = 0
+    omitted: int = 0  # items beyond ``normalize``'s limit: counted, not read
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,15 +99,24 @@ def warn_if_digest_ids(pairs: Iterable[tuple[str, str | None]]) -> None:
         warn_if_random("ids of id-less chunks differ between processes")
 
 
-def normalize(items: Any, accessors: Accessors = NO_ACCESSORS, *, start_rank: int = 1) -> Normalized:
-    """Normalise an iterable of results into ranked chunks; non-iterables count as one item."""
+def normalize(items: Any, accessors: Accessors = NO_ACCESSORS, *, start_rank: int = 1, limit: int | None = None) -> Normalized:
+    """Normalise an iterable of results into ranked chunks; non-iterables count as one item.
+    With ``limit``, only the first ``limit`` items are read; the rest are counted (``omitted``)."""
     if items is None:
         return Normalized([])
     if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
         items = (items,)
     failures: list[BaseException] = []
+    omitted = 0
     # lists and tuples can't raise midway: only other iterables pay for guarded iteration
-    source = items if type(items) is list or type(items) is tuple else _until_failure(items, failures)
+    if type(items) is list or type(items) is tuple:
+        if limit is not None and len(items) > limit:
+            omitted, items = len(items) - limit, items[:limit]
+        source: Iterable[Any] = items
+        rest: Iterator[Any] | None = None
+    else:
+        rest = _until_failure(items, failures)
+        source = rest if limit is None else islice(rest, limit)
     chunks: list[Chunk] = []
     unreadable = 0
     failed: list[str] = []
@@ -118,7 +129,9 @@ def normalize(items: Any, accessors: Accessors = NO_ACCESSORS, *, start_rank: in
             chunks.append(chunk)
             if len(failed) > before:  # kept (it counts in R) but not fully read
                 unreadable += 1
-    return Normalized(chunks, unreadable + len(failures))
+    if limit is not None and rest is not None:
+        omitted = sum(1 for _ in rest)
+    return Normalized(chunks, unreadable + len(failures), omitted)
 
 
 def _until_failure(items: Iterable[Any], failures: list[BaseException]) -> Iterator[Any]:

@@ -24,10 +24,15 @@ from .citation_syntax import (
     MAX_JSON_DEPTH,
     MAX_JSON_FAILURES,
     MAX_MASKINGS,
+    MAX_PROSE_CITATIONS,
     NON_SPACE,
     OBJECT_START,
+    PAREN_CITATION,
     PLAIN,
+    PROSE_WORD_ENDS,
+    PROSE_WORDS,
     REPEAT_MASK,
+    SOURCES_LINE,
     SQUARE,
     SQUARE_OR_LENTICULAR,
     has_citations,
@@ -47,6 +52,7 @@ class Scanner(KeyResolver):
         self.classified: set[str] = set()  # bracket tokens already resolved, across stretches
         self.json_attempts = 0
         self.json_failures = 0
+        self.prose_seen: set[str] = set()
 
     def walk(self, node: Any, depth: int = 0) -> None:
         """A decoded citation object in document order: the field, and answer strings' markers."""
@@ -162,6 +168,35 @@ class Scanner(KeyResolver):
                 self.walk(obj)
                 position = stop
         self.inline(text, position, end)
+        if self.inline_rules:
+            self.in_prose(text, start, end)
+
+    def in_prose(self, text: str, start: int, end: int) -> None:
+        """Citations written as words: ``(Source 2)``, ``(sources 1, 3)``, and a ``Sources: faq-7,
+        faq-9`` line; what they hold is read as a bracket's inside would be. Only a ``(`` that
+        opens with a keyword, or a ``:`` right after one, is tried (found with C-level
+        ``find``/``startswith``/``endswith`` on one lowered copy), each by an anchored, bounded
+        match, at most ``MAX_PROSE_CITATIONS`` of them."""
+        lowered = text[start:end].lower()
+        tried = 0
+        for mark, regex in (("(", PAREN_CITATION), (":", SOURCES_LINE)):
+            at = lowered.find(mark)
+            while at >= 0 and tried < MAX_PROSE_CITATIONS:
+                tried += 1
+                match = None
+                if mark == "(":
+                    if lowered.startswith(PROSE_WORDS, at + 1):  # one C call for every keyword
+                        match = regex.match(text, start + at, end)
+                elif lowered.endswith(PROSE_WORD_ENDS, max(0, at - 12), at):
+                    line = lowered.rfind("\n", max(0, at - 24), at) + 1
+                    if line or at <= 20:
+                        match = regex.match(text, start + line, end)
+                if match is not None:
+                    inner = match.group(1)
+                    if inner not in self.prose_seen:
+                        self.prose_seen.add(inner)
+                        self.group(inner, PLAIN)
+                at = lowered.find(mark, at + 1)
 
     def inline(self, text: str, start: int, end: int) -> None:
         """Citation markers in a stretch of prose with no code in it."""

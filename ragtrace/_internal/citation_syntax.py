@@ -19,6 +19,7 @@ MAX_JSON_ATTEMPTS: Final = 1024  # decoder calls per text
 MAX_JSON_FAILURES: Final = 16  # failed decoder calls per text (each may scan to the end)
 MAX_JSON_DEPTH: Final = 32
 LINK_DEST_MAX: Final = 2048
+MAX_PROSE_CITATIONS: Final = 4096  # prose keywords ("(Source n)", "Sources:") looked at per stretch
 
 # --- regexes: every quantifier is bounded or over a class that excludes what follows it ---------
 FENCE = re.compile(r"^[ \t>]{0,16}(`{3,}|~{3,})([^\n]*)", re.MULTILINE)
@@ -49,6 +50,16 @@ LINK_DEST = re.compile(
     r"\((?:<[^<>\n]{0,%d}>|[^()\s]{0,%d})(?:[ \t]{1,16}(?:\"[^\"\n]{0,256}\"|'[^'\n]{0,256}'))?[ \t]{0,16}\)"
     % (LINK_DEST_MAX, LINK_DEST_MAX)
 )
+# Prose citations: "(Source 2)", "(sources 1, 3)", and a line "Sources: faq-7, faq-9" (the list a
+# model writes at the end). Group 1 is what a bracket would hold; read with the bracket rules.
+_PROSE_WORDS = r"(?:source|doc|document|ref|reference|passage|chunk|citation)"
+PAREN_CITATION = re.compile(r"\(" + _PROSE_WORDS + r"s?[ \t]{0,4}[:#]?[ \t]{0,4}([^()\[\]\n]{1,64})\)", re.I)
+# the line form takes the plural only: "source: kb-7" is how metadata lines look (a prompt echoed)
+SOURCES_LINE = re.compile(r"[ \t>*_\-]{0,8}" + _PROSE_WORDS + r"s[ \t*_]{0,4}:[ \t*_]{0,8}([^\n]{1,256})(?:\n|$)", re.I)
+# The keywords lowercased, for the C-level checks that find where the two patterns are tried:
+# right after a "(", and right before a ":" after a plural (also after "**", as in "**Sources:**").
+PROSE_WORDS: Final = ("source", "doc", "ref", "passage", "chunk", "citation")
+PROSE_WORD_ENDS: Final = tuple(w + "s" + m for w in PROSE_WORDS + ("document", "reference") for m in ("", "*", "**", "_", " "))
 OBJECT_START = re.compile(r"\{[ \t\r\n]{0,64}\"")
 NON_SPACE = re.compile(r"\S")
 CITATIONS_KEYS: Final = ('"citations"', '"Citations"')

@@ -18,7 +18,7 @@ from opentelemetry.metrics import _internal as _metrics_api
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
 
-from . import guard, keyed, own_provider
+from . import guard, keyed, own_provider, prometheus_endpoint
 from .redaction import (
     ContentPolicy,
     Redactor,
@@ -31,6 +31,7 @@ from .redaction import (
 from .tokens import DEFAULT_TOKENIZER, Tokenizer
 
 INSTRUMENTATION_NAME = "ragtrace"
+_MeterProvider = metrics.MeterProvider  # configure()'s ``metrics=`` argument shadows the module
 
 
 def _version() -> str:
@@ -57,6 +58,9 @@ class Config:
     max_documents: int = 10
     max_content_chars: int = 4000
     tokenizer: Tokenizer = DEFAULT_TOKENIZER
+    # results of one retrieval (or rerank) that are recorded; the rest are counted only, so a
+    # streamed cursor of a million rows costs ragtrace this many items, never every row
+    max_retrieved: int = 10_000
     max_open_roots: int = 256  # automatic roots open at once (``auto_root``); beyond, the oldest ends
 
 
@@ -96,6 +100,7 @@ def configure(
     *,
     tracer_provider: trace.TracerProvider | None = None,
     meter_provider: metrics.MeterProvider | None = None,
+    metrics: str | None = None,
     capture_content: str | None = None,
     redactor: Redactor | None = None,
     full_content_sample: float | None = None,
@@ -105,6 +110,7 @@ def configure(
     max_content_chars: int = 4000,
     tokenizer: Tokenizer | None = None,
     batch: bool | None = None,
+    max_retrieved: int = 10_000,
     max_open_roots: int | None = None,
 ) -> trace.TracerProvider | None:
     """Configure ragtrace. Optional: without it ragtrace uses the app's global providers.
@@ -114,6 +120,8 @@ def configure(
     creates a TracerProvider for it (``service_name`` names its resource) and installs it globally
     unless the application already has one, in which case it stays private to ragtrace.
     ``tracer_provider=`` uses a provider you built instead (never combined with ``exporter``).
+    ``metrics="prometheus:HOST:PORT"`` serves ragtrace's metrics on a Prometheus scrape endpoint
+    (``pip install 'ragtrace[prometheus]'``; never combined with ``meter_provider``; docs/fleet.md).
     ``capture_content`` is ``"full"``, ``"redact"`` or ``"hash"`` (default: environment, then full).
     ``full_content_sample`` (0 to 1): that share of pipelines records full content instead, decided
     once per pipeline at its root from its trace id (e.g. ``capture_content="redact",
@@ -121,6 +129,9 @@ def configure(
     ``hash_key`` keys every value derived from content that is exported (ids of id-less chunks,
     content hashes, ``rag.query.hash``); default ``RAGTRACE_HASH_KEY``, else a random key per process.
     ``batch`` picks the span processor (default: batch, except for the console exporter).
+    ``max_retrieved`` (at least 1): results of one retrieval or rerank that are recorded; beyond it
+    they reach the app as before and are counted (``rag.omitted_items``), and the figures that need
+    every retrieved id say ``retrieval_truncated`` instead of a value.
     ``max_open_roots`` bounds the automatic roots (searches outside any ``rag_pipeline`` waiting
     for their answer) open at once; beyond it the oldest ends, ``rag.root.abandoned=capacity``
     (default ``RAGTRACE_MAX_OPEN_ROOTS``, else 256).
@@ -135,8 +146,12 @@ def configure(
         raise TypeError(f"service_name must be a str, got {type(service_name).__name__}")
     if tracer_provider is not None and not isinstance(tracer_provider, trace.TracerProvider):
         raise TypeError(f"tracer_provider must be an opentelemetry TracerProvider, got {type(tracer_provider).__name__}")
-    if meter_provider is not None and not isinstance(meter_provider, metrics.MeterProvider):
+    if meter_provider is not None and not isinstance(meter_provider, _MeterProvider):
         raise TypeError(f"meter_provider must be an opentelemetry MeterProvider, got {type(meter_provider).__name__}")
+    if metrics is not None:
+        if meter_provider is not None:
+            raise ValueError("pass either metrics= or meter_provider=, not both")
+        prometheus_endpoint.address(metrics)  # raises on a bad spec before anything changes
     if redactor is not None and not callable(redactor):
         raise TypeError("redactor must be a callable taking and returning a str")
     if not isinstance(openinference, bool):
@@ -144,6 +159,8 @@ def configure(
     for name, value in (("max_documents", max_documents), ("max_content_chars", max_content_chars)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ValueError(f"{name} must be a non-negative int, got {value!r}")
+    if not isinstance(max_retrieved, int) or isinstance(max_retrieved, bool) or max_retrieved < 1:
+        raise ValueError(f"max_retrieved must be a positive int, got {max_retrieved!r}")
     if max_open_roots is None:
         max_open_roots = max_open_roots_from_environment()
     elif not isinstance(max_open_roots, int) or isinstance(max_open_roots, bool) or max_open_roots < 1:
@@ -154,6 +171,10 @@ def configure(
     sample = check_sample(full_content_sample, mode) if full_content_sample is not None else sample_from_environment(mode)
     key = keyed.check_key(hash_key)
 
+    if metrics is not None:  # first: a port already taken raises before anything changed
+        meter_provider = prometheus_endpoint.meter_provider(metrics, Resource.create({SERVICE_NAME: service_name} if service_name else {}))
+    else:
+        prometheus_endpoint.retire()
     provider = tracer_provider
     if exporter is not None:
         span_exporter, default_batch = own_provider.span_exporter(exporter)
@@ -178,6 +199,7 @@ def configure(
             max_documents=max_documents,
             max_content_chars=max_content_chars,
             tokenizer=tokenizer or DEFAULT_TOKENIZER,
+            max_retrieved=max_retrieved,
             max_open_roots=max_open_roots,
         )
     return provider
@@ -199,6 +221,7 @@ def reset() -> None:
     global _config
     keyed.set_key(None)
     own_provider.retire(even_global=True)
+    prometheus_endpoint.retire()
     with _config_lock:
         _config = _initial()
 

@@ -23,13 +23,13 @@ import bisect
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from . import names
 from .assembly import ContextRecord, Drop, Placement, Prompt
 from .chunks import Chunk
-from .locate import KEYWORD_LABEL, NUMBER_LABEL, XML_LABEL, label_of
+from .source_labels import KEYWORD_LABEL, LIST_LABEL, NUMBER_LABEL, XML_LABEL, label_of
 from .messages import as_messages
 from .tokens import Tokenizer
 
@@ -38,7 +38,9 @@ _MAX_OCCURRENCES = 32  # per fragment: a fragment found more often than this is 
 _LINE_LEAD = " \t-*>"
 # a label the fragment opens with: "[2] ...", "Source 2: ...", "Document #2. ..."
 _WORD = re.compile(r"\S+")
-_LEADING_LABEL = re.compile(r"\s*(?:\[([^\[\]\n]{1,64})\]|" + KEYWORD_LABEL + r"\s*[:.)-]|" + XML_LABEL + "|" + NUMBER_LABEL + ")", re.I)
+_AFTER_LABEL = re.compile(r"[ \t]{0,16}[:.)\-]?\s{0,16}([\"'“‘«„]?)")  # what separates a label from its text
+_CLOSING_QUOTES = {'"': '"', "'": "'", "“": "”", "‘": "’", "«": "»", "„": "“"}
+_LEADING_LABEL = re.compile(r"\s*(?:\[([^\[\]\n]{1,64})\]|" + KEYWORD_LABEL + r"\s*[:.)-]|" + XML_LABEL + "|" + NUMBER_LABEL + "|" + LIST_LABEL + ")", re.I)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,8 +54,24 @@ class Declared:
 
 def leading_label(text: str) -> str:
     """The label a rendered fragment opens with (``"[2] ..."`` -> ``"2"``), or ""."""
+    return split_label(text)[0]
+
+
+def split_label(text: str) -> tuple[str, str]:
+    """A rendered fragment as (the label it opens with, the text after it): ``"Source 2:\\nabc"``
+    -> ``("2", "abc")``; ``("", text)`` when it opens with no label."""
     match = _LEADING_LABEL.match(text)
-    return label_of(match) if match else ""
+    label = label_of(match) if match else ""
+    if not label:
+        return "", text
+    rest = text[match.end() :]  # type: ignore[union-attr]
+    after = _AFTER_LABEL.match(rest)
+    opening = after.group(1) if after is not None else None
+    rest = rest[after.end() :] if after is not None else rest
+    closing = _CLOSING_QUOTES.get(opening or "")
+    if closing and rest.rstrip().endswith(closing):  # [1] “text”: the quotes are the label's, not the text's
+        rest = rest.rstrip()[: -len(closing)]
+    return label, rest
 
 
 class _Occurrence(NamedTuple):
@@ -99,20 +117,31 @@ def resolve(declared: Sequence[Declared], prompt: Any, tokenizer: Tokenizer) -> 
         whole = "\x00".join(texts)  # NUL between messages: no fragment spans two of them
         words = _Words(whole)
         found = _best_chain([_occurrences(whole, d.text, d.label, words) for d in declared])
-    seen: set[str] = set()
+    seen: dict[str, int] = {}  # chunk id -> its placement's index
+    shown_pieces: dict[str, set[str]] = {}  # chunk id -> the texts shown for it
     for index, entry in enumerate(declared):
         occurrence = found.get(index) if found is not None else None
         if entry.chunk.id in seen:
             record.dropped.append(Drop(entry.chunk.id, names.DROP_DUPLICATE))
             if entry.label and (occurrence is not None or found is None):
                 record.aliases.setdefault(entry.label, entry.chunk.id)
+            piece = split_label(entry.text)[1]
+            pieces = shown_pieces[entry.chunk.id]
+            if (occurrence is not None or found is None) and piece not in pieces:
+                # another piece of the chunk (a synthesizer that re-split it): its tokens are the
+                # chunk's too; a verbatim repeat is the same text, counted once as everywhere else
+                pieces.add(piece)
+                at = seen[entry.chunk.id]
+                first = record.placements[at]
+                record.placements[at] = replace(first, tokens=first.tokens + tokenizer.count(piece))
             continue
         if found is not None and occurrence is None:
             record.dropped.append(Drop(entry.chunk.id, names.DROP_NOT_IN_PROMPT))
             if entry.label:
                 record.unshown.setdefault(entry.label, entry.chunk.id)
             continue
-        seen.add(entry.chunk.id)
+        seen[entry.chunk.id] = len(record.placements)
+        shown_pieces[entry.chunk.id] = {split_label(entry.text)[1]}
         position = len(record.placements) + 1
         if occurrence is None:
             record.placements.append(_placement(entry, position, -1, -1, False, None, tokenizer))
@@ -138,7 +167,8 @@ def _placement(
         label=entry.label,
         start=start,
         end=end,
-        tokens=tokenizer.count(shown if truncated and shown is not None else entry.text),
+        # the chunk's tokens, not its label's: "[2] text" counts as "text", as a recorded placement does
+        tokens=tokenizer.count(split_label(shown if truncated and shown is not None else entry.text)[1]),
         truncated=truncated,
         message_index=message,
         content_hash=entry.chunk.content_hash,

@@ -13,7 +13,22 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, Union
 
-from .names import (
+from .names import (  # the status reasons live in names.py; imported here for the modules that set them
+    STATUS_ANSWER_UNREADABLE,
+    STATUS_CITATION_PATTERN_FAILED,
+    STATUS_CITATIONS_FILE_LEVEL,
+    STATUS_CITATIONS_UNRESOLVED,
+    STATUS_CONTEXT_NOT_LOCATED,
+    STATUS_EMPTY_CONTEXT,
+    STATUS_EMPTY_RETRIEVAL,
+    STATUS_INTERNAL_ERROR,
+    STATUS_NO_ANSWER,
+    STATUS_NO_CONTEXT,
+    STATUS_NO_RETRIEVAL,
+    STATUS_RESULTS_NOT_INCLUDED,
+    STATUS_RETRIEVAL_TRUNCATED,
+    STATUS_SOURCE_UNREADABLE,
+    STATUS_UNREADABLE_RETRIEVAL,
     METRIC_CITED,
     METRIC_CITED_POSITIONS,
     METRIC_CONTEXT_PRECISION,
@@ -30,21 +45,6 @@ from .names import (
 )
 
 FigureValue = Union[int, float, list[int]]
-
-STATUS_NO_RETRIEVAL = "no_retrieval"
-STATUS_EMPTY_RETRIEVAL = "empty_retrieval"
-STATUS_UNREADABLE_RETRIEVAL = "retrieved_chunks_unreadable"
-STATUS_NO_CONTEXT = "no_context"
-STATUS_EMPTY_CONTEXT = "empty_context"
-STATUS_NO_ANSWER = "no_answer"
-# why an answer's citations are not scored (``Answer.unmeasured``; ``rag.citation.status``)
-STATUS_ANSWER_UNREADABLE = "answer_unreadable"  # an output ragtrace could not read as text
-STATUS_CITATION_PATTERN_FAILED = "citation_pattern_failed"  # the user's citation_pattern raised
-STATUS_CITATIONS_UNRESOLVED = "citations_unresolved"  # located context with gaps: a citation ragtrace can't resolve
-STATUS_INTERNAL_ERROR = "internal_error"  # ragtrace's own fault while scoring (logged once)
-STATUS_CITATIONS_FILE_LEVEL = "citations_file_level"  # a provider cited a file with several chunks in context (``provided``)
-STATUS_SOURCE_UNREADABLE = "source_unreadable"  # a provider's source block whose text ragtrace can't read (a PDF)
-STATUS_RESULTS_NOT_INCLUDED = "results_not_included"  # a provider's retrieval whose results the response did not carry
 
 
 class Retrieved(Protocol):
@@ -104,12 +104,41 @@ def compute(
     *,
     contexts: Sequence[Sequence[Placed]] = (),
     unreadable: int = 0,
+    omitted: int = 0,
 ) -> Figures:
     """The figures for one trace (or one generation: pass just that answer).
 
     ``contexts`` are assemblies with no recorded answer; they still give |C| and context
-    precision. ``unreadable`` counts retrieved items ragtrace could not understand.
+    precision. ``unreadable`` counts retrieved items ragtrace could not understand. ``omitted``
+    counts retrieved items beyond ``max_retrieved``, counted but not kept: every figure whose value
+    needs all of R is then left out (``retrieval_truncated``); those of C and K stay.
     """
+    figures = _compute(retrievals, answers, contexts, unreadable)
+    if omitted:
+        for metric in _NEED_ALL_OF_R:
+            figures.values.pop(metric, None)
+        figures.status.insert(0, STATUS_RETRIEVAL_TRUNCATED)
+    return figures
+
+
+# |R|, duplicates within R, and whether an invalid citation names a chunk of R
+_NEED_ALL_OF_R = (
+    METRIC_RETRIEVED,
+    METRIC_DUPLICATE_CHUNKS,
+    METRIC_CONTEXT_PRECISION,
+    METRIC_RECALL_PROXY,
+    METRIC_RECALL_PROXY_WEIGHTED,
+    METRIC_OUT_OF_CONTEXT_CITATIONS,
+    METRIC_UNKNOWN_CITATIONS,
+)
+
+
+def _compute(
+    retrievals: Sequence[Sequence[Retrieved]],
+    answers: Sequence[Answer],
+    contexts: Sequence[Sequence[Placed]],
+    unreadable: int,
+) -> Figures:
     figures = Figures()
     values, status = figures.values, figures.status
 
@@ -143,13 +172,15 @@ def compute(
         for placement in placements:
             placed.setdefault(placement.chunk_id, placement)
     context_known = bool(known_contexts)
+    # why no context is known: a search that found nothing says so, otherwise none was recorded
+    no_context = STATUS_CONTEXT_NOT_LOCATED if any(a.unmeasured == STATUS_CONTEXT_NOT_LOCATED for a in answers) else STATUS_NO_CONTEXT
     if context_known:
         values[METRIC_IN_CONTEXT] = len(placed)
         if best_rank:
             in_context_retrieved = len(placed.keys() & best_rank.keys())
             values[METRIC_CONTEXT_PRECISION] = in_context_retrieved / len(best_rank)
     else:
-        status.append(STATUS_NO_CONTEXT)
+        status.append(no_context)
 
     if not answers:
         status.append(STATUS_NO_ANSWER)
@@ -158,8 +189,8 @@ def compute(
     # citations can only be resolved against a known context: an answer without one is not scored
     scored = [a for a in answers if a.placements is not None]
     if not scored:
-        if STATUS_NO_CONTEXT not in status:
-            status.append(STATUS_NO_CONTEXT)
+        if no_context not in status:
+            status.append(no_context)
         status.extend(r for r in dict.fromkeys(a.unmeasured for a in answers if a.unmeasured) if r not in status)
         return figures
     # one answer's citations unknown leaves every citation figure of the trace unknown

@@ -199,7 +199,7 @@ class Generate(Stage):
             if state is not None:
                 state.answers.append(answer)
                 state.answer_text = self.text
-            if answer.unmeasured == state_module.STATUS_STATE_EVICTED:  # its trace's retrievals are gone
+            if answer.unmeasured == names.STATUS_STATE_EVICTED:  # its trace's retrievals are gone
                 result = figures_module.Figures(status=[answer.unmeasured])
             else:
                 result = state.figures_for_answer(answer) if state is not None else figures_module.compute([], [answer])
@@ -330,7 +330,7 @@ def _outside_a_pipeline(scored: Scored, state: state_module.PipelineState | None
     if state is None or not state.implicit:
         return scored
     if state.evicted:
-        return Scored(figures_module.Answer(None, unmeasured=state_module.STATUS_STATE_EVICTED), scored.citations)
+        return Scored(figures_module.Answer(None, unmeasured=names.STATUS_STATE_EVICTED), scored.citations)
     citations = scored.citations
     if context is None and citations is not None and citations.invalid_count and scored.answer.unmeasured is None:
         warn_once(
@@ -340,7 +340,7 @@ def _outside_a_pipeline(scored: Scored, state: state_module.PipelineState | None
             "elsewhere. Its citations are not scored (rag.citation.status=outside_pipeline) instead of all counting as "
             "invalid. Wrap the stages of one request in `with ragtrace.rag_pipeline(...)`, or pass generate(context=ctx)",
         )
-        return Scored(figures_module.Answer(None, cited_ids=scored.answer.cited_ids, unmeasured=state_module.STATUS_OUTSIDE_PIPELINE), citations)
+        return Scored(figures_module.Answer(None, cited_ids=scored.answer.cited_ids, unmeasured=names.STATUS_OUTSIDE_PIPELINE), citations)
     return scored
 
 

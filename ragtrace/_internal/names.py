@@ -91,6 +91,7 @@ RAG_CONTENT_MODE: Final = "rag.content_mode"
 RAG_CONTENT_SAMPLED: Final = "rag.content_sampled"
 RAG_CONTENT_SAMPLE_SHARE: Final = "rag.content_sample_share"
 RAG_UNREADABLE_ITEMS: Final = "rag.unreadable_items"
+RAG_OMITTED_ITEMS: Final = "rag.omitted_items"
 # the root of a pipeline whose answer another process scores (ragtrace.inject): it has no figures
 RAG_PIPELINE_DELEGATED: Final = "rag.pipeline.delegated"
 
@@ -246,7 +247,78 @@ RAG_PIPELINE_ROUTE: Final = "rag.pipeline.route"
 # an automatic root (``auto_root``) that ended with no answer: why (request_ended, owner_gone, replaced,
 # idle, capacity, collected, exit)
 RAG_ROOT_ABANDONED: Final = "rag.root.abandoned"
-METRIC_SCORE_PREFIX: Final = "rag.eval."  # record_score's histograms: rag.eval.<score name>
+# the fleet view's metrics (docs/fleet.md): runs by figures status, citations by kind, wasted
+# tokens, and one histogram of record_score's judge scores labelled by score name
+METRIC_PIPELINE_RUNS: Final = "rag.pipeline.runs"
+METRIC_CITATIONS: Final = "rag.citations"
+METRIC_CONTEXT_WASTED_TOKENS: Final = "rag.context.wasted_tokens"
+METRIC_EVAL_SCORE: Final = "rag.eval.score"
+RAG_EVAL_NAME: Final = "rag.eval.name"  # the score's name (record_score(name=)), a label of rag.eval.score
+RAG_CITATION_KIND: Final = "rag.citation.kind"  # a label of rag.citations
+CITATION_KIND_VALID: Final = "valid"  # distinct in-context chunks the answers cited
+CITATION_KIND_OUT_OF_CONTEXT: Final = "out_of_context"  # invalid: names a retrieved chunk the model was not shown
+CITATION_KIND_UNKNOWN: Final = "unknown"  # invalid: names nothing retrieved
+CITATION_KINDS: Final = (CITATION_KIND_VALID, CITATION_KIND_OUT_OF_CONTEXT, CITATION_KIND_UNKNOWN)
+
+# --- rag.metrics.status: why figures are missing -----------------------------------------------
+# Every reason ragtrace gives is spelled here, once, and listed in METRICS_STATUS_REASONS. That set
+# bounds the rag.metrics.status label of rag.pipeline.runs (a run counts under its first reason, the
+# most upstream one), so a reason added here reaches the metric and the dashboard with no other
+# change; a reason missing from it would count as "other" (tests/fleet fails on any STATUS_* constant
+# of ragtrace._internal that is not in the set).
+STATUS_NO_RETRIEVAL: Final = "no_retrieval"
+STATUS_EMPTY_RETRIEVAL: Final = "empty_retrieval"
+STATUS_UNREADABLE_RETRIEVAL: Final = "retrieved_chunks_unreadable"
+# a retrieval held more than max_retrieved results: R is not known whole (``figures.compute``'s ``omitted``)
+STATUS_RETRIEVAL_TRUNCATED: Final = "retrieval_truncated"
+STATUS_NO_CONTEXT: Final = "no_context"
+STATUS_EMPTY_CONTEXT: Final = "empty_context"
+STATUS_NO_ANSWER: Final = "no_answer"
+# why an answer's citations are not scored (``Answer.unmeasured``; ``rag.citation.status``)
+STATUS_ANSWER_UNREADABLE: Final = "answer_unreadable"  # an output ragtrace could not read as text
+STATUS_CITATION_PATTERN_FAILED: Final = "citation_pattern_failed"  # the user's citation_pattern raised
+STATUS_CITATIONS_UNRESOLVED: Final = "citations_unresolved"  # located context with gaps: a citation ragtrace can't resolve
+STATUS_INTERNAL_ERROR: Final = "internal_error"  # ragtrace's own fault while scoring (logged once)
+# a search of the prompt (located, inferred) found none of its chunks: filtered or transformed
+# beyond recognition can't be told apart, so the context is unknown, not empty
+STATUS_CONTEXT_NOT_LOCATED: Final = "context_not_located"
+STATUS_CITATIONS_FILE_LEVEL: Final = "citations_file_level"  # a provider cited a file with several chunks in context (``provided``)
+STATUS_SOURCE_UNREADABLE: Final = "source_unreadable"  # a provider's source block whose text ragtrace can't read (a PDF)
+STATUS_RESULTS_NOT_INCLUDED: Final = "results_not_included"  # a provider's retrieval whose results the response did not carry
+# a generation whose trace's state was evicted: its retrievals and contexts are gone, so nothing of
+# it is measured
+STATUS_STATE_EVICTED: Final = "state_evicted"
+# an automatic root opened by a search of the same request as the root it replaced (its 33rd, or
+# one after a long idle): that request's first searches are in the other root, so nothing is measured
+STATUS_REQUEST_SPLIT: Final = "request_split"
+# an answer outside any pipeline, with no context in its trace, that cites labels: each would count
+# as invalid, but the likelier cause is that its stages are traces of their own
+STATUS_OUTSIDE_PIPELINE: Final = "outside_pipeline"
+# an answer whose own context can't be told: its pipeline has assemblies made in several tasks or
+# threads, none of them in the answer's, and more than one not yet answered
+STATUS_CONTEXT_UNKNOWN: Final = "context_unknown"
+# a continue_pipeline whose carried record (``carrier``) can't be used: nothing of the origin is known
+STATUS_REMOTE_CONTEXT_MISSING: Final = "remote_context_missing"  # no ragtrace-context entry in the carrier
+STATUS_REMOTE_CONTEXT_INVALID: Final = "remote_context_invalid"  # bad signature, expired, another trace, unreadable
+STATUS_REMOTE_CONTEXT_TOO_LARGE: Final = "remote_context_too_large"  # over the carrier's size cap
+# not a reason figures are missing: the root handed them to another process (``rag.pipeline.delegated``),
+# which counts the run itself; the fleet view's not-measurable shares leave these runs out
+STATUS_DELEGATED: Final = "delegated"
+# run.status when neither a TracerProvider nor a MeterProvider is set: nothing was measured
+STATUS_TELEMETRY_OFF: Final = "telemetry_off"
+METRICS_STATUS_REASONS: Final = frozenset({
+    STATUS_NO_RETRIEVAL, STATUS_EMPTY_RETRIEVAL, STATUS_UNREADABLE_RETRIEVAL, STATUS_RETRIEVAL_TRUNCATED, STATUS_NO_CONTEXT,
+    STATUS_EMPTY_CONTEXT, STATUS_NO_ANSWER, STATUS_ANSWER_UNREADABLE, STATUS_CITATION_PATTERN_FAILED,
+    STATUS_CITATIONS_UNRESOLVED, STATUS_INTERNAL_ERROR, STATUS_CONTEXT_NOT_LOCATED, STATUS_CITATIONS_FILE_LEVEL, STATUS_SOURCE_UNREADABLE,
+    STATUS_RESULTS_NOT_INCLUDED, STATUS_STATE_EVICTED, STATUS_REQUEST_SPLIT,
+    STATUS_OUTSIDE_PIPELINE, STATUS_CONTEXT_UNKNOWN, STATUS_REMOTE_CONTEXT_MISSING, STATUS_REMOTE_CONTEXT_INVALID,
+    STATUS_REMOTE_CONTEXT_TOO_LARGE, STATUS_DELEGATED, STATUS_TELEMETRY_OFF,
+})
+# statuses of runs whose figures another process measures and counts: out of the not-measurable shares
+METRICS_STATUS_ELSEWHERE: Final = (STATUS_DELEGATED,)
+# the rag.metrics.status label of rag.pipeline.runs besides the reasons
+METRICS_STATUS_MEASURED: Final = "measured"  # every figure of the run was measured
+METRICS_STATUS_OTHER: Final = "other"  # a reason missing from METRICS_STATUS_REASONS (a ragtrace bug)
 
 # --- OpenInference ----------------------------------------------------------------------------
 OI_SPAN_KIND: Final = "openinference.span.kind"
@@ -395,12 +467,16 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
         RAG_UNREADABLE_ITEMS, "int", "retrieve, rerank, assemble", False,
         "Result items ragtrace could not fully read: no id and no text (skipped), or one of your callbacks raised on it (still counted as retrieved). Warned once.",
     ),
-    AttributeInfo(RAG_RETRIEVAL_CHUNK_IDS, "string[]", "retrieve", False, "Chunk ids in rank order."),
+    AttributeInfo(
+        RAG_OMITTED_ITEMS, "int", "retrieve, rerank", False,
+        "Results beyond configure(max_retrieved=...) (default 10,000): passed to the app and counted in result_count (rerank: input_count and output_count), not recorded. The figures that need every retrieved id are then not measured (rag.metrics.status retrieval_truncated).",
+    ),
+    AttributeInfo(RAG_RETRIEVAL_CHUNK_IDS, "string[]", "retrieve", False, "Chunk ids in rank order (the first max_retrieved)."),
     AttributeInfo(RAG_RETRIEVAL_SCORES, "double[]", "retrieve", False, "Scores aligned with chunk_ids (NaN when absent); only when gen_ai.retrieval.documents, which carries them, was cut by a length limit."),
     AttributeInfo(RAG_RETRIEVAL_RANKS, "int[]", "retrieve", False, "1-based ranks aligned with chunk_ids; absent when they are 1..n."),
     AttributeInfo(RAG_RETRIEVAL_CHUNK_TOKENS, "int[]", "retrieve", False, "Token counts aligned with chunk_ids."),
     AttributeInfo(RAG_RETRIEVAL_CONTENT_HASHES, "string[]", "retrieve", False, "hash mode only: keyed content digest per chunk."),
-    AttributeInfo(RAG_RETRIEVAL_RESULT_COUNT, "int", "retrieve", False, "Number of results."),
+    AttributeInfo(RAG_RETRIEVAL_RESULT_COUNT, "int", "retrieve", False, "Number of results, recorded or omitted."),
     AttributeInfo(RAG_RETRIEVAL_TOP_SCORE, "double", "retrieve", False, "Best score (absent when no scores)."),
     AttributeInfo(RAG_RETRIEVAL_ROUNDS, "int", "pipeline", False, "Agents: how many retrieval rounds the run took (retrieve spans of the agent's runs)."),
     AttributeInfo(RAG_RETRIEVAL_ROUND, "int", "retrieve", False, "Agents: this retrieval's round, 1-based."),
@@ -410,8 +486,8 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(GEN_AI_TOOL_TYPE, "string", "tool", False, "function."),
     AttributeInfo(OI_TOOL_NAME, "string", "tool", False, "OpenInference's tool name, the same as gen_ai.tool.name (openinference=True)."),
     AttributeInfo(RAG_RERANK_TOP_N, "int", "rerank", False, "How many results the reranker keeps."),
-    AttributeInfo(RAG_RERANK_INPUT_COUNT, "int", "rerank", False, "Candidates in."),
-    AttributeInfo(RAG_RERANK_OUTPUT_COUNT, "int", "rerank", False, "Results out."),
+    AttributeInfo(RAG_RERANK_INPUT_COUNT, "int", "rerank", False, "Candidates in, recorded or omitted."),
+    AttributeInfo(RAG_RERANK_OUTPUT_COUNT, "int", "rerank", False, "Results out, recorded or omitted."),
     AttributeInfo(RAG_RERANK_INPUT_IDS, "string[]", "rerank", False, "Candidate ids; only where reranker.input_documents does not carry them all (openinference=False, more than max_documents)."),
     AttributeInfo(RAG_RERANK_OUTPUT_IDS, "string[]", "rerank", False, "Kept ids in new order."),
     AttributeInfo(RAG_RERANK_OUTPUT_SCORES, "double[]", "rerank", False, "Rerank scores aligned with output_ids; only where reranker.output_documents does not carry them all (as input_ids)."),
@@ -439,7 +515,7 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(RAG_CITATION_OUT_OF_CONTEXT_COUNT, "int", "generate", False, "Invalid citations naming a retrieved chunk that was not in the context (by its id, or a declared label that did not reach the prompt)."),
     AttributeInfo(RAG_CITATION_UNKNOWN_COUNT, "int", "generate", False, "Invalid citations naming nothing retrieved."),
     AttributeInfo(RAG_CITATION_OUT_OF_CONTEXT_IDS, "string[]", "generate", False, "The retrieved chunks the out-of-context citations name, first-cited first (absent when none)."),
-    AttributeInfo(RAG_CITATION_STATUS, "string", "generate", False, "Why the answer's citations are not scored: answer_unreadable, citation_pattern_failed, citations_unresolved, citations_file_level, results_not_included, source_unreadable, internal_error, state_evicted, outside_pipeline, context_unknown, request_split, remote_context_missing, remote_context_invalid or remote_context_too_large (absent when scored)."),
+    AttributeInfo(RAG_CITATION_STATUS, "string", "generate", False, "Why the answer's citations are not scored: answer_unreadable, citation_pattern_failed, citations_unresolved, context_not_located, citations_file_level, results_not_included, source_unreadable, internal_error, state_evicted, outside_pipeline, context_unknown, request_split, remote_context_missing, remote_context_invalid or remote_context_too_large (absent when scored)."),
     AttributeInfo(RAG_CITATION_FORMAT, "string", "generate", False, "json, inline, provider (the model API's citation objects) or none."),
     AttributeInfo(RAG_CITATION_GRANULARITY, "string", "generate", False, "Provider citations only: chunk (each names one source block) or file (each names a file; it resolves to that file's results)."),
     AttributeInfo(RAG_CITATION_FILE_IDS, "string[]", "generate", False, "File-level provider citations: the cited file ids, first-cited first (known also without the results)."),
@@ -506,7 +582,7 @@ class MetricInfo(NamedTuple):
 
 METRICS: Final[tuple[MetricInfo, ...]] = (
     MetricInfo(METRIC_OPERATION_DURATION, "histogram", "s", "Duration of each stage (rag.stage) and pipeline."),
-    MetricInfo(METRIC_RETRIEVAL_TOP_SCORE, "histogram", "1", "Score of the top-ranked retrieved chunk."),
+    MetricInfo(METRIC_RETRIEVAL_TOP_SCORE, "histogram", "1", "Score of the top-ranked retrieved chunk (buckets 0 to 1 in tenths, then 2, 3, 4, 5, 10, 100)."),
     MetricInfo(METRIC_CONTEXT_TOKENS, "histogram", "{token}", "Context tokens placed in the prompt."),
     MetricInfo(METRIC_RECALL_PROXY_HISTOGRAM, "histogram", "1", "Cited-chunk recall proxy per pipeline."),
     MetricInfo(METRIC_CONTEXT_PRECISION_HISTOGRAM, "histogram", "1", "Context precision per pipeline."),
@@ -514,5 +590,8 @@ METRICS: Final[tuple[MetricInfo, ...]] = (
     MetricInfo(METRIC_PHOENIX_DROPPED_ANNOTATIONS, "counter", "{annotation}", "PhoenixExporter: annotations dropped from its full queue, oldest first (also PhoenixExporter.dropped_annotations)."),
     MetricInfo(METRIC_TIME_TO_FIRST_CHUNK, "histogram", "s", "Streamed generations: from the generate span's start to the first chunk."),
     MetricInfo(METRIC_TIME_PER_OUTPUT_CHUNK, "histogram", "s", "Streamed generations: one value per chunk after the first, the time since the previous chunk."),
-    MetricInfo(METRIC_SCORE_PREFIX + "<name>", "histogram", "1", "record_score: the judge scores of that name."),
+    MetricInfo(METRIC_PIPELINE_RUNS, "counter", "{run}", "Pipeline runs, by rag.metrics.status: measured (every figure measured) or the run's first not-measurable reason."),
+    MetricInfo(METRIC_CITATIONS, "counter", "{citation}", "Citations of runs whose citations were scored, by rag.citation.kind: valid (distinct in-context chunks cited), out_of_context, unknown."),
+    MetricInfo(METRIC_CONTEXT_WASTED_TOKENS, "histogram", "{token}", "Tokens of in-context chunks the answer never cited, per pipeline."),
+    MetricInfo(METRIC_EVAL_SCORE, "histogram", "1", "record_score: the judge scores, by rag.eval.name (buckets as top_score)."),
 )

@@ -1,8 +1,11 @@
-"""OpenTelemetry metrics: stage durations and the per-trace figures as histograms.
+"""OpenTelemetry metrics: stage durations, the per-trace figures, and the fleet view's counters.
 
 Metrics are recorded for every pipeline, including those whose spans were sampled out, so
 dashboards see all traffic while trace storage stays cheap. Labels are bounded: operation, stage,
-pipeline name, version and route, data source, model, provider and error type. Never ids or text.
+pipeline name, version and route, data source, model, provider and error type, plus the fixed enums
+rag.metrics.status and rag.citation.kind and the app's score names (rag.eval.name). Never ids or
+text, in any content mode. The shipped Grafana dashboard and Prometheus rules
+(``ragtrace dashboard``) query exactly these names.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry import metrics
@@ -23,7 +26,7 @@ from .config import INSTRUMENTATION_NAME, VERSION, Config, global_meter_provider
 DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
 TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864)
 RATIO_BUCKETS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
-# judge scores: 0-1 scores in tenths, then the usual 1-5 and 1-10 scales
+# judge and retrieval scores: 0-1 scores in tenths, then the usual 1-5 and 1-10 scales
 SCORE_BUCKETS = RATIO_BUCKETS + (2.0, 3.0, 4.0, 5.0, 10.0, 100.0)
 
 
@@ -38,6 +41,11 @@ class Instruments:
     dropped_annotations: metrics.Counter
     time_to_first_chunk: metrics.Histogram
     time_per_output_chunk: metrics.Histogram
+    pipeline_runs: metrics.Counter
+    citations: metrics.Counter
+    wasted_tokens: metrics.Histogram
+    eval_score: metrics.Histogram
+    seen: set[frozenset[tuple[str, Any]]] = field(default_factory=set)  # label sets given their zeros
 
 
 _cache: weakref.WeakKeyDictionary[Any, Instruments] = weakref.WeakKeyDictionary()
@@ -54,40 +62,21 @@ def instruments(config: Config) -> Instruments | None:
         return found
     with _cache_lock:
         meter = provider.get_meter(INSTRUMENTATION_NAME, VERSION)
+        histogram, counter = _maker(meter.create_histogram), _maker(meter.create_counter)
         found = Instruments(
-            duration=meter.create_histogram(
-                names.METRIC_OPERATION_DURATION, unit="s", description="Duration of each RAG stage",
-                explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
-            ),
-            top_score=meter.create_histogram(
-                names.METRIC_RETRIEVAL_TOP_SCORE, unit="1", description="Score of the top-ranked retrieved chunk"
-            ),
-            context_tokens=meter.create_histogram(
-                names.METRIC_CONTEXT_TOKENS, unit="{token}", description="Context tokens placed in the prompt",
-                explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
-            ),
-            recall_proxy=meter.create_histogram(
-                names.METRIC_RECALL_PROXY_HISTOGRAM, unit="1", description="Cited-chunk recall proxy per pipeline",
-                explicit_bucket_boundaries_advisory=RATIO_BUCKETS,
-            ),
-            context_precision=meter.create_histogram(
-                names.METRIC_CONTEXT_PRECISION_HISTOGRAM, unit="1", description="In-context / retrieved chunks per pipeline",
-                explicit_bucket_boundaries_advisory=RATIO_BUCKETS,
-            ),
-            empty_retrievals=meter.create_counter(
-                names.METRIC_EMPTY_RETRIEVALS, unit="{retrieval}", description="Retrievals that returned nothing"
-            ),
-            dropped_annotations=meter.create_counter(
-                names.METRIC_PHOENIX_DROPPED_ANNOTATIONS, unit="{annotation}", description="Phoenix annotations dropped from a full queue"
-            ),
-            time_to_first_chunk=meter.create_histogram(
-                names.METRIC_TIME_TO_FIRST_CHUNK, unit="s", description="Streamed generations: time to the first chunk",
-                explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
-            ),
-            time_per_output_chunk=meter.create_histogram(
-                names.METRIC_TIME_PER_OUTPUT_CHUNK, unit="s", description="Streamed generations: time between chunks, after the first",
-                explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
-            ),
+            duration=histogram(names.METRIC_OPERATION_DURATION, DURATION_BUCKETS),
+            top_score=histogram(names.METRIC_RETRIEVAL_TOP_SCORE, SCORE_BUCKETS),
+            context_tokens=histogram(names.METRIC_CONTEXT_TOKENS, TOKEN_BUCKETS),
+            recall_proxy=histogram(names.METRIC_RECALL_PROXY_HISTOGRAM, RATIO_BUCKETS),
+            context_precision=histogram(names.METRIC_CONTEXT_PRECISION_HISTOGRAM, RATIO_BUCKETS),
+            empty_retrievals=counter(names.METRIC_EMPTY_RETRIEVALS),
+            dropped_annotations=counter(names.METRIC_PHOENIX_DROPPED_ANNOTATIONS),
+            time_to_first_chunk=histogram(names.METRIC_TIME_TO_FIRST_CHUNK, DURATION_BUCKETS),
+            time_per_output_chunk=histogram(names.METRIC_TIME_PER_OUTPUT_CHUNK, DURATION_BUCKETS),
+            pipeline_runs=counter(names.METRIC_PIPELINE_RUNS),
+            citations=counter(names.METRIC_CITATIONS),
+            wasted_tokens=histogram(names.METRIC_CONTEXT_WASTED_TOKENS, TOKEN_BUCKETS),
+            eval_score=histogram(names.METRIC_EVAL_SCORE, SCORE_BUCKETS),
         )
         try:
             _cache[provider] = found
@@ -96,27 +85,37 @@ def instruments(config: Config) -> Instruments | None:
         return found
 
 
-_scores: weakref.WeakKeyDictionary[Any, dict[str, metrics.Histogram]] = weakref.WeakKeyDictionary()
+_METRIC_INFO = {m.name: m for m in names.METRICS}  # unit and description, written once in names.py
 
 
-def score_histogram(config: Config, name: str) -> metrics.Histogram | None:
-    """The ``rag.eval.<name>`` histogram of the configured (or global) MeterProvider, made once."""
-    provider = config.meter_provider or global_meter_provider()
-    if meter_provider_unset(provider):
-        return None
-    with _cache_lock:
-        try:
-            known = _scores.setdefault(provider, {})
-        except TypeError:  # a provider that can't be weakly referenced: no cache
-            known = {}
-        found = known.get(name)
-        if found is None:
-            meter = provider.get_meter(INSTRUMENTATION_NAME, VERSION)
-            found = known[name] = meter.create_histogram(
-                names.METRIC_SCORE_PREFIX + name, unit="1", description=f"Scores named {name} given with record_score",
-                explicit_bucket_boundaries_advisory=SCORE_BUCKETS,
-            )
-        return found
+def _maker(create: Any) -> Any:
+    """``create(name, [buckets])`` with the unit and description of ``names.METRICS``."""
+
+    def make(name: str, buckets: tuple[float, ...] | None = None) -> Any:
+        info = _METRIC_INFO[name]
+        extra = {"explicit_bucket_boundaries_advisory": buckets} if buckets is not None else {}
+        return create(name, unit=info.unit, description=info.description, **extra)
+
+    return make
+
+
+def first_seen(found: Instruments, labels: dict[str, Any]) -> bool:
+    """True the first time ``labels`` come by (bounded: labels are). A race gives two Trues: a
+    second 0 added, harmless."""
+    key = frozenset(labels.items())
+    if key in found.seen:
+        return False
+    found.seen.add(key)
+    return True
+
+
+def status_label(status: str | None) -> str:
+    """``rag.metrics.status`` as a bounded label: measured, or the run's first (most upstream)
+    reason, which ``names.METRICS_STATUS_REASONS`` must list (else "other")."""
+    if status is None:
+        return names.METRICS_STATUS_MEASURED
+    first = status.split(",", 1)[0]
+    return first if first in names.METRICS_STATUS_REASONS else names.METRICS_STATUS_OTHER
 
 
 def labels(pipeline: Mapping[str, Any], **extra: Any) -> dict[str, Any]:

@@ -9,10 +9,14 @@ exhausted, raises, is closed, or is dropped, like the span of a decorated genera
 What is recorded is what the application consumed: all of it when the iterator ran out, the part
 read before an early ``close()``/``break``, and nothing when it was read some other way (a
 cursor's ``fetchall()``): then the stage ends without a result rather than with a false empty one.
+A stage may keep fewer (``Stage.stream_keep``: a retriever keeps ``max_retrieved``): the items
+beyond pass on to the application untouched and are only counted (``Kept``), so a cursor that
+never ends costs the stage a counter, not its rows.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -21,8 +25,30 @@ import wrapt
 from .guard import guard
 from .stage import Stage
 
+
+class Kept(list):  # type: ignore[type-arg]
+    """The items of a stream a stage keeps, in order: its first ``limit`` (all with None), and a
+    count of every item that passed, so ``omitted`` says how many were seen but not kept."""
+
+    __slots__ = ("limit", "passed")
+
+    def __init__(self, limit: int | None = None) -> None:
+        super().__init__()
+        self.limit = sys.maxsize if limit is None else limit
+        self.passed = 0
+
+    def add(self, item: Any) -> None:
+        self.passed += 1
+        if self.passed <= self.limit:
+            self.append(item)
+
+    @property
+    def omitted(self) -> int:
+        return self.passed - len(self)
+
+
 # (items the application consumed, or None when none passed through; the iterator's own error)
-Finish = Callable[[list[Any] | None, BaseException | None], None]
+Finish = Callable[[Kept | None, BaseException | None], None]
 
 
 def record_as_consumed(result: Any, stage: Stage, finish: Finish) -> Any:
@@ -68,14 +94,14 @@ class _Recording(wrapt.ObjectProxy):  # type: ignore[misc]
         super().__init__(wrapped)
         self._self_stage: Stage | None = stage
         self._self_finish: Finish | None = finish
-        self._self_items: list[Any] = []
+        self._self_items = Kept(stage.stream_keep)
 
     def _self_end(self, exhausted: bool, error: BaseException | None = None) -> None:
         finish, items = self._self_finish, self._self_items
         if finish is None:
             return
-        self._self_finish, self._self_stage, self._self_items = None, None, []
-        finish(items if exhausted or items else None, error)
+        self._self_finish, self._self_stage, self._self_items = None, None, Kept(0)
+        finish(items if exhausted or items.passed else None, error)
 
     def _self_abandon(self) -> None:
         """Closed or dropped before the end: record what passed through so far."""
@@ -135,7 +161,7 @@ class RecordingIterator(_Recording):
             raise
         stage.detach()
         stage.item_arrived()
-        self._self_items.append(item)
+        self._self_items.add(item)
         return item
 
     @property
@@ -186,7 +212,7 @@ class RecordingAsyncIterator(_Recording):
             raise
         stage.detach()
         stage.item_arrived()
-        self._self_items.append(item)
+        self._self_items.add(item)
         return item
 
     @property

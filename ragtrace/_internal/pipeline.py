@@ -22,8 +22,6 @@ from .outputs import as_text
 from .stage import Stage, content_limit, query_hash, set_figures
 
 _F = TypeVar("_F", bound=Callable[..., Any])
-# run.status when neither a TracerProvider nor a MeterProvider is set: nothing was measured
-STATUS_TELEMETRY_OFF = "telemetry_off"
 
 
 class RagPipeline(Stage):
@@ -104,7 +102,7 @@ class RagPipeline(Stage):
     def open(self) -> None:
         super().open()
         if self.inert:
-            self.status = STATUS_TELEMETRY_OFF
+            self.status = names.STATUS_TELEMETRY_OFF
 
     def find_state(self) -> state_module.PipelineState:
         if self.config.full_content_sample:
@@ -148,10 +146,23 @@ class RagPipeline(Stage):
             self.attrs.essential(names.RAG_CONTENT_SAMPLE_SHARE, share)
 
     def record_stage_metrics(self, found: otel_metrics.Instruments, labels: dict[str, Any]) -> None:
-        if names.METRIC_RECALL_PROXY in self.metrics:
-            found.recall_proxy.record(self.metrics[names.METRIC_RECALL_PROXY], labels)
-        if names.METRIC_CONTEXT_PRECISION in self.metrics:
-            found.context_precision.record(self.metrics[names.METRIC_CONTEXT_PRECISION], labels)
+        figures = self.metrics
+        if names.METRIC_RECALL_PROXY in figures:
+            found.recall_proxy.record(figures[names.METRIC_RECALL_PROXY], labels)
+        if names.METRIC_CONTEXT_PRECISION in figures:
+            found.context_precision.record(figures[names.METRIC_CONTEXT_PRECISION], labels)
+        # no state means ragtrace failed to set the run up: nothing was measured, and that is ours
+        status = otel_metrics.status_label(self.status if self.state is not None else names.STATUS_INTERNAL_ERROR)
+        found.pipeline_runs.add(1, {**labels, names.RAG_METRICS_STATUS: status})
+        if names.METRIC_WASTED_CONTEXT_TOKENS in figures:
+            found.wasted_tokens.record(figures[names.METRIC_WASTED_CONTEXT_TOKENS], labels)
+        if names.METRIC_CITED in figures:  # the citations were scored
+            # every kind once at 0 first (a series Prometheus first sees at a non-zero count loses
+            # that count to rate()), then only the kinds this run has: one add in the common case
+            first = otel_metrics.first_seen(found, labels)
+            for kind, figure in _CITATION_FIGURES:
+                if figures[figure] or first:
+                    found.citations.add(figures[figure], {**labels, names.RAG_CITATION_KIND: kind})
 
     def set_query(self, query: Any) -> None:
         """The user's question (also settable after start, e.g. by the decorator), and its hash,
@@ -216,6 +227,14 @@ class RagPipeline(Stage):
         from .decorators import pipeline_decorator
 
         return pipeline_decorator(func, self.name, self._decorator_options)
+
+
+# rag.citations{rag.citation.kind} from the run's figures
+_CITATION_FIGURES = (
+    (names.CITATION_KIND_VALID, names.METRIC_CITED),
+    (names.CITATION_KIND_OUT_OF_CONTEXT, names.METRIC_OUT_OF_CONTEXT_CITATIONS),
+    (names.CITATION_KIND_UNKNOWN, names.METRIC_UNKNOWN_CITATIONS),
+)
 
 
 def _check_context(session_id: Any, user_id: Any, metadata: Any, tags: Any) -> None:

@@ -8,9 +8,10 @@ from typing import Any
 from opentelemetry.trace import SpanKind
 
 from . import names, otel_metrics
-from .chunks import Accessors, Chunk, NO_ACCESSORS, normalize, warn_if_digest_ids
+from .chunks import Accessors, Chunk, NO_ACCESSORS, Normalized, normalize, warn_if_digest_ids
 from .guard import guard, warn_once
 from .keyed import warn_if_random
+from .passthrough import Kept
 from .spans import finite_or_nan, trim_text
 from .stage import Stage, int_or_none
 
@@ -94,6 +95,28 @@ class _Results(Stage):
     def chunks(self, chunks: list[Chunk]) -> None:
         self._chunks, self._unread = chunks, None
 
+    @property
+    def stream_keep(self) -> int:
+        """A returned stream keeps the results that are recorded, ``max_retrieved``; the app gets all."""
+        return self.config.max_retrieved
+
+    def read(self, results: Any) -> Normalized:
+        """The first ``max_retrieved`` results as chunks, and how many more there were: those a
+        stream passed on without keeping (``Kept``) and those beyond the cap in a list."""
+        normalized = normalize(results, self.accessors, limit=self.config.max_retrieved)
+        if isinstance(results, Kept):
+            normalized.omitted += results.omitted
+        if normalized.omitted:
+            warn_once(
+                f"omitted:{self.stage}",
+                "a %s returned more than max_retrieved=%d results; the first %d are recorded, the rest only counted "
+                "(rag.omitted_items), and the figures that need every retrieved id say retrieval_truncated",
+                self.stage,
+                self.config.max_retrieved,
+                self.config.max_retrieved,
+            )
+        return normalized
+
     def keep_unread(self, results: Any) -> bool:
         """When inert, hold a list or tuple of results for ``.chunks``; True if held (an iterator
         is read now, as when recording: reading it later could find it consumed by the app)."""
@@ -151,7 +174,7 @@ class Retrieve(_Results):
             self.recorded = True
             return
         with guard("document normalisation"):
-            normalized = normalize(results, self.accessors)
+            normalized = self.read(results)
             if normalized.unreadable:
                 warn_once(
                     "unreadable:retrieve",
@@ -160,13 +183,13 @@ class Retrieve(_Results):
                 )
             chunks = normalized.chunks
             if self.state is not None:
-                canonical = self.state.add_retrieval(chunks, normalized.unreadable)
+                canonical = self.state.add_retrieval(chunks, normalized.unreadable, normalized.omitted)
                 chunks = [c if c.id == k.id else _with_id(c, k.id) for c, k in zip(chunks, canonical)]
             self.chunks = chunks
             self.recorded = True
-            self._attributes(chunks, normalized.unreadable)
+            self._attributes(chunks, normalized.unreadable, normalized.omitted)
 
-    def _attributes(self, chunks: list[Chunk], unreadable: int) -> None:
+    def _attributes(self, chunks: list[Chunk], unreadable: int, omitted: int) -> None:
         attrs = self.attrs
         if attrs is None or not attrs.recording:
             return
@@ -183,9 +206,10 @@ class Retrieve(_Results):
                 names.RAG_RETRIEVAL_SCORES: None if whole else [finite_or_nan(c.score) for c in chunks],
                 # ranks other than 1..n only (a reader takes 1..n when absent)
                 names.RAG_RETRIEVAL_RANKS: None if ranks == list(range(1, len(ranks) + 1)) else ranks,
-                names.RAG_RETRIEVAL_RESULT_COUNT: len(chunks),
+                names.RAG_RETRIEVAL_RESULT_COUNT: len(chunks) + omitted,
                 names.RAG_RETRIEVAL_TOP_SCORE: chunks[0].score if chunks else None,
                 names.RAG_UNREADABLE_ITEMS: unreadable or None,
+                names.RAG_OMITTED_ITEMS: omitted or None,
             }
         )
         tokens = [c.tokens for c in chunks]
@@ -280,10 +304,12 @@ class Rerank(_Results):
         if self.keep_unread(output):
             return
         with guard("document normalisation"):
-            kept = normalize(output, self.accessors)
+            kept = self.read(output)
             state = self.state
+            inputs_omitted = 0
             if candidates is not None:
-                inputs = normalize(candidates, self.accessors).chunks
+                given = normalize(candidates, self.accessors, limit=self.config.max_retrieved)
+                inputs, inputs_omitted = given.chunks, given.omitted
             elif state is not None and state.retrievals:
                 inputs = state.retrievals[-1]
             else:
@@ -293,12 +319,14 @@ class Rerank(_Results):
                 inputs = [state.canonical(c) for c in inputs]
                 kept_ids = {c.id for c in kept.chunks}
                 state.reranked = True
-                state.reranked_out.update(c.id for c in inputs if c.id not in kept_ids)
+                if not kept.omitted:  # else a candidate missing from the kept outputs may be among the omitted ones
+                    state.reranked_out.update(c.id for c in inputs if c.id not in kept_ids)
                 state.reranked_out.difference_update(kept_ids)
             self.chunks = kept.chunks
-            self._attributes(inputs, kept.chunks, kept.unreadable)
+            self._attributes(inputs, kept.chunks, kept.unreadable, (inputs_omitted, kept.omitted))
 
-    def _attributes(self, inputs: list[Chunk], outputs: list[Chunk], unreadable: int) -> None:
+    def _attributes(self, inputs: list[Chunk], outputs: list[Chunk], unreadable: int, omitted: tuple[int, int]) -> None:
+        """``omitted``: (candidates, results) beyond ``max_retrieved``, counted but not recorded."""
         attrs = self.attrs
         if attrs is None or not attrs.recording:
             return
@@ -308,12 +336,13 @@ class Rerank(_Results):
         warn_if_digest_ids((c.id, c.content_hash) for c in (*inputs, *outputs))
         attrs.set_many(
             {
-                names.RAG_RERANK_INPUT_COUNT: len(inputs),
-                names.RAG_RERANK_OUTPUT_COUNT: len(outputs),
+                names.RAG_RERANK_INPUT_COUNT: len(inputs) + omitted[0],
+                names.RAG_RERANK_OUTPUT_COUNT: len(outputs) + omitted[1],
                 names.RAG_RERANK_INPUT_IDS: None if in_documents else [c.id for c in inputs],
                 names.RAG_RERANK_OUTPUT_IDS: [c.id for c in outputs],
                 names.RAG_RERANK_OUTPUT_SCORES: None if in_documents else [finite_or_nan(c.score) for c in outputs],
                 names.RAG_UNREADABLE_ITEMS: unreadable or None,
+                names.RAG_OMITTED_ITEMS: sum(omitted) or None,
             }
         )
         if self.config.openinference:

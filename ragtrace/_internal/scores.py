@@ -3,7 +3,8 @@
 A score often arrives after the run ended, from another process. An ended span can't take new
 events, so each score is a short ``evaluation {name}`` span in the run's trace, parented to the
 pipeline's root, carrying one ``gen_ai.evaluation.result`` event; and one value of the histogram
-``rag.eval.{name}``, labelled like ragtrace's other metrics (pipeline, version, route). The
+``rag.eval.score``, labelled with ``rag.eval.name`` and like ragtrace's other metrics (pipeline,
+version, route). The
 explanation is content and passes the content policy of the run (or, from ids, the configured one,
 with the run's own sampling decision re-taken from its trace id).
 """
@@ -24,7 +25,8 @@ from .pipeline import RagPipeline
 from .spans import trim_text
 
 SCORERS: Final = (names.SCORER_LLM, names.SCORER_HUMAN, names.SCORER_CODE)
-# the name becomes part of an instrument name (rag.eval.<name>): OTel's instrument-name syntax
+# the name is a metric label (rag.eval.name), so it must be an identifier the app chose, never text:
+# OTel's instrument-name syntax (a name was once part of an instrument name, rag.eval.<name>)
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.\-]{0,200}")
 _HEX = re.compile(r"[0-9a-fA-F]+")
 
@@ -66,9 +68,9 @@ def record_score(
             })
         if parent.is_valid:
             _emit(parent, config, tracer_provider, name, float(value), scorer, label, explanation)
-        histogram = otel_metrics.score_histogram(config, name)
-        if histogram is not None:
-            histogram.record(float(value), labels)
+        found = otel_metrics.instruments(config)
+        if found is not None:
+            found.eval_score.record(float(value), {**labels, names.RAG_EVAL_NAME: name})
 
 
 def _check(

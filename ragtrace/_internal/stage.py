@@ -52,6 +52,7 @@ class Stage:
     end_time: int | None = None  # epoch ns, for a stage ended at another span's end (``auto_root``)
     inert = False  # neither traces nor metrics are on: the handle does no bookkeeping
     auto_root: Any = None  # the automatic root (``auto_root``) this stage joined, if any
+    stream_keep: int | None = None  # items of a returned stream kept for the record (None: all)
 
     def __init__(self, tracer_provider: trace.TracerProvider | None = None, config: Config | None = None) -> None:
         self._provider = tracer_provider

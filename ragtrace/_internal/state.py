@@ -26,30 +26,24 @@ from .assembly import ContextRecord
 from .chunks import STAND_IN, Chunk
 from .config import Config
 from . import figures as figures_module
+from . import names
+from .names import (  # noqa: F401 - read here by the modules that set them
+    STATUS_CONTEXT_UNKNOWN,
+    STATUS_DELEGATED,
+    STATUS_OUTSIDE_PIPELINE,
+    STATUS_REMOTE_CONTEXT_INVALID,
+    STATUS_REMOTE_CONTEXT_MISSING,
+    STATUS_REMOTE_CONTEXT_TOO_LARGE,
+    STATUS_REQUEST_SPLIT,
+    STATUS_STATE_EVICTED,
+)
 from .figures import Answer, Figures
 from .guard import new_locks_after_fork, warn_once
 
 _IMPLICIT_CAPACITY = 256
 _EVICTED_CAPACITY = 16 * _IMPLICIT_CAPACITY  # trace ids (ints) remembered as evicted
-# the figures status (``rag.metrics.status``, ``rag.citation.status``) of a generation whose trace's
-# state was evicted: its retrievals and contexts are gone, so nothing of it is measured
-STATUS_STATE_EVICTED = "state_evicted"
-# an automatic root opened by a search of the same request as the root it replaced (its 33rd, or
-# one after a long idle): that request's first searches are in the other root, so nothing is measured
-STATUS_REQUEST_SPLIT = "request_split"
-# an answer outside any pipeline, with no context in its trace, that cites labels: each would count
-# as invalid, but the likelier cause is that its stages are traces of their own
-STATUS_OUTSIDE_PIPELINE = "outside_pipeline"
-# a continue_pipeline whose carried record (``carrier``) can't be used: nothing of the origin is known
-STATUS_REMOTE_CONTEXT_MISSING = "remote_context_missing"  # no ragtrace-context entry in the carrier
-STATUS_REMOTE_CONTEXT_INVALID = "remote_context_invalid"  # bad signature, expired, another trace, unreadable
-STATUS_REMOTE_CONTEXT_TOO_LARGE = "remote_context_too_large"  # over the carrier's size cap
-# not a reason figures are missing: the root handed them to another process (``rag.pipeline.delegated``)
-STATUS_DELEGATED = "delegated"
+# the statuses a pipeline's state gives (spelled in names.py, with every other reason)
 REMOTE_CONTEXT_STATUSES = frozenset({STATUS_REMOTE_CONTEXT_MISSING, STATUS_REMOTE_CONTEXT_INVALID, STATUS_REMOTE_CONTEXT_TOO_LARGE})
-# an answer whose own context can't be told: its pipeline has assemblies made in several tasks or
-# threads, none of them in the answer's, and more than one not yet answered
-STATUS_CONTEXT_UNKNOWN = "context_unknown"
 
 
 @dataclass(eq=False, slots=True)
@@ -62,6 +56,7 @@ class PipelineState:
     answers: list[Answer] = field(default_factory=list)
     answer_text: str | None = None
     unreadable: int = 0
+    omitted: int = 0  # retrieved items beyond max_retrieved: counted, not kept (figures_module.compute)
     labels: dict[str, Any] = field(default_factory=dict)  # bounded metric labels of the pipeline
     shown: dict[str, str | None] = field(default_factory=dict)  # chunk id -> content hash of text a retrieve span carries
     # the last answer's figures and what they were computed from (answer, retrievals, unreadable):
@@ -81,8 +76,9 @@ class PipelineState:
     _origins: set[tuple[int, int]] = field(default_factory=set)
     _answered: set[int] = field(default_factory=set)
 
-    def add_retrieval(self, chunks: list[Chunk], unreadable: int) -> list[Chunk]:
-        """Record a retrieval's chunks (text dropped) and return them with canonical ids."""
+    def add_retrieval(self, chunks: list[Chunk], unreadable: int, omitted: int = 0) -> list[Chunk]:
+        """Record a retrieval's chunks (text dropped) and return them with canonical ids;
+        ``omitted`` more were retrieved than ``chunks`` holds (beyond ``max_retrieved``)."""
         kept = []
         for chunk in chunks:
             if chunk.id.startswith(STAND_IN):  # unique per retrieval: two unreadable items are two
@@ -93,6 +89,7 @@ class PipelineState:
             kept.append(Chunk(chunk.id, chunk.rank, chunk.score, None, None, chunk.tokens, chunk.content_hash))
         self.retrievals.append(kept)
         self.unreadable += unreadable
+        self.omitted += omitted
         return kept
 
     def canonical(self, chunk: Chunk) -> Chunk:
@@ -145,7 +142,7 @@ class PipelineState:
         """The figures of one answer generation, against every retrieval so far."""
         if self.unmeasured is not None:
             return figures_module.Figures(status=[self.unmeasured])
-        result = figures_module.compute(self.retrievals, [answer], unreadable=self.unreadable)
+        result = figures_module.compute(self.retrievals, [answer], unreadable=self.unreadable, omitted=self.omitted)
         self.answer_figures = (answer, len(self.retrievals), self.unreadable, result)
         return result
 
@@ -154,11 +151,11 @@ class PipelineState:
         figures, they are the same inputs to the same pure function: computed once."""
         if self.unmeasured is not None:
             return figures_module.Figures(status=[self.unmeasured])
-        contexts = [c.placements for c in self.unanswered_contexts()]
+        contexts = [c.placements for c in self.unanswered_contexts() if not c.not_located]  # a failed search is no empty context
         cached = self.answer_figures
         if cached is not None and not contexts and len(self.answers) == 1 and self.answers[0] is cached[0] and cached[1:3] == (len(self.retrievals), self.unreadable):
             return cached[3]
-        return figures_module.compute(self.retrievals, self.answers, contexts=contexts, unreadable=self.unreadable)
+        return figures_module.compute(self.retrievals, self.answers, contexts=contexts, unreadable=self.unreadable, omitted=self.omitted)
 
 
 _current: ContextVar[PipelineState | None] = ContextVar("ragtrace_pipeline", default=None)

@@ -21,7 +21,7 @@ from opentelemetry.metrics import _internal as _metrics_api
 from . import config as config_module
 from . import state as state_module
 from .guard import call_guarded, guard
-from .passthrough import record_as_consumed
+from .passthrough import Kept, record_as_consumed
 from .stage import Stage
 
 MakeStage = Callable[[tuple[Any, ...], dict[str, Any]], Stage]
@@ -123,7 +123,7 @@ def _returned(stage: Stage, on_result: OnResult, args: tuple[Any, ...], kwargs: 
     """What a sync or async call returned, recorded now, or as it is consumed if it is an iterator."""
     if results_stream:
 
-        def consumed(items: list[Any] | None, error: BaseException | None) -> None:
+        def consumed(items: Kept | None, error: BaseException | None) -> None:
             if items is None or error is not None:
                 stage.close(error)  # nothing passed through ragtrace: no result rather than a false empty one
             else:
@@ -155,7 +155,7 @@ def _run_generator(wrapped: Callable[..., Any], args: tuple[Any, ...], kwargs: d
     stage = _new_stage(make, args, kwargs)
     if stage is None:
         return (yield from wrapped(*args, **kwargs))
-    items: list[Any] = []
+    items = Kept(stage.stream_keep)
     to_send: Any = None
     to_throw: BaseException | None = None
     stage.attach()
@@ -184,7 +184,7 @@ def _run_generator(wrapped: Callable[..., Any], args: tuple[Any, ...], kwargs: d
             raise
         stage.detach()
         stage.item_arrived()
-        items.append(item)
+        items.add(item)
         try:
             to_send = yield item
         except GeneratorExit:
@@ -202,7 +202,7 @@ def _run_generator(wrapped: Callable[..., Any], args: tuple[Any, ...], kwargs: d
 async def _run_async_generator(wrapped: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], make: MakeStage, on_result: OnResult, results_stream: bool) -> AsyncGenerator[Any, Any]:
     stage = _new_stage(make, args, kwargs)
     inner = None
-    items: list[Any] = []
+    items = Kept(stage.stream_keep if stage is not None else 0)
     to_send: Any = None
     to_throw: BaseException | None = None
     if stage is not None:
@@ -238,7 +238,7 @@ async def _run_async_generator(wrapped: Callable[..., Any], args: tuple[Any, ...
         if stage is not None:
             stage.detach()
             stage.item_arrived()
-            items.append(item)
+            items.add(item)
         try:
             to_send = yield item
         except GeneratorExit:

@@ -1,4 +1,5 @@
-"""The ``ragtrace`` command: ``ragtrace report PATH...`` and ``ragtrace eval --golden FILE PATH...``.
+"""The ``ragtrace`` command: ``ragtrace report PATH...``, ``ragtrace eval --golden FILE PATH...`` and
+``ragtrace dashboard grafana|rules`` (the shipped fleet view, docs/fleet.md).
 
 Exit codes: 0 success; 1 a ``--fail-under`` bar was missed; 2 bad arguments or configuration;
 3 an input file can't be read or is not trace data; 4 the input holds no spans; 130 interrupted. Errors are one line on stderr, never a traceback
@@ -109,7 +110,24 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--k", type=_positive, default=None, help="cut-off for @k figures (default: the golden line's k, else the run's top_k)")
     evaluate.add_argument("--low-recall", type=_ratio, default=None, metavar="X", help="real recall below X is low (blind-spot list; default 0.5)")
     evaluate.add_argument("--fail-under", metavar="NAME=X,...", help="exit 1 when a mean is below its bar: recall, precision, mrr, ndcg")
+    dashboard = commands.add_parser("dashboard", help="print the Grafana dashboard or the Prometheus rules for ragtrace's metrics", description="Print the shipped Grafana dashboard (JSON) or Prometheus rules file (recording rules and alerts) that query ragtrace's metrics (docs/fleet.md).")
+    dashboard.add_argument("kind", choices=("grafana", "rules"), help="grafana: the dashboard JSON to import; rules: a Prometheus rule_files entry")
+    dashboard.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     return parser
+
+
+def _dashboard(args: argparse.Namespace, stdout: IO[str]) -> int:
+    from .fleet_views import shipped
+
+    text = shipped(args.kind)
+    if not args.output:
+        stdout.write(text)
+        return EXIT_OK
+    try:
+        Path(args.output).write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise _UsageError(f"--output: cannot write {args.output}: {error.strerror or error}") from None
+    return EXIT_OK
 
 
 def _settings(args: argparse.Namespace, diagnostics: Any) -> Any:
@@ -237,6 +255,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             parser.print_help(stderr)
             return EXIT_USAGE
+        if args.command == "dashboard":
+            return _dashboard(args, stdout)
         return _run(args, stdout, stderr)
     except SystemExit as exit_:  # --help, --version
         return exit_.code if isinstance(exit_.code, int) else EXIT_OK

@@ -23,7 +23,8 @@ from .settings import below
 from .verdicts import SEVERITY, Verdict, verdict
 
 DEFAULT_GROUP_BY = ("pipeline", "route", "version", "top_k")
-MAX_GROUP_VALUES = 50  # distinct values per grouping dimension; the rest go to "(other)"
+MAX_GROUP_VALUES = 50  # distinct values per grouping dimension (and score names, labels); the rest go to OTHER
+OTHER = "(other)"
 PENDING_LIMIT = 4096  # distinct row contributions counted before they are applied to the groups
 
 
@@ -113,7 +114,7 @@ class Aggregator:
             group = groups.get(value)
             if group is None:
                 if len(groups) >= MAX_GROUP_VALUES:
-                    value = "(other)"
+                    value = OTHER
                     group = groups.get(value)
                 if group is None:
                     group = groups[value] = Group()

@@ -376,7 +376,8 @@ def _infer(
     for span, record in chosen:
         text = _output(span)
         if text is None:
-            contexts.append(record.placements)
+            if not record.not_located:  # a failed search is no empty context
+                contexts.append(record.placements)
             continue
         scored = score(text, record, retrieved, None)  # the SDK's own rule: one prompt, one verdict
         citations = scored.citations

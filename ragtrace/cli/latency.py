@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .._internal.names import GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK
-from .aggregator import MAX_GROUP_VALUES
+from .aggregator import MAX_GROUP_VALUES, OTHER
 from .distribution import Distribution
 from .row import Row
 from .spans import Trace
@@ -31,7 +31,7 @@ class StreamLatency:
             distribution = self.pipelines.get(name)
             if distribution is None:
                 if len(self.pipelines) >= MAX_GROUP_VALUES:
-                    name = "(other)"
+                    name = OTHER
                     distribution = self.pipelines.get(name)
                 if distribution is None:
                     distribution = self.pipelines[name] = Distribution()

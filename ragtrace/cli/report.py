@@ -138,7 +138,8 @@ def run_report(
 ) -> ReportResult:
     reader = open_reader(paths, diagnostics, options or ReadOptions())
     aggregator = Aggregator(settings.thresholds, group_by=group_by, rows=rows, min_traces=settings.min_traces)
-    scores = ScoreJoin(settings.thresholds.get(METRIC_RECALL_PROXY, 0.0), settings.score_thresholds)
+    gated = [k[len(SCORE_PREFIX):] for k in settings.fail_under if k.startswith(SCORE_PREFIX)]
+    scores = ScoreJoin(settings.thresholds.get(METRIC_RECALL_PROXY, 0.0), settings.score_thresholds, always=gated)
     result = ReportResult(reader.stats, aggregator, settings, files=[str(p) for p in reader.files], scores=scores, latency=StreamLatency())
     spool = tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES, mode="w+", encoding="utf-8") if keep_rows else None
     try:

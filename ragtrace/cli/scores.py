@@ -6,6 +6,10 @@ a temporary file (memory up to ``RUNS_SPOOL_BYTES``, then disk), each score is k
 record, and once everything is read one pass over the spool keeps only the runs of scored traces:
 the report's memory stays flat however many runs it reads. A score joins the run of its trace whose root is the score span's
 parent (or the trace's only run); several scores of one name for one run count as their mean.
+Distinct score names are capped like group values (``MAX_GROUP_VALUES``): the first names read,
+and every name given a bar or a gate, are summarised; scores of further names are only counted
+(``over_cap``) and the report says so. Distinct labels and scorers per name go to ``OTHER`` beyond
+the same cap, so a file of many one-off names or labels can't grow the report's memory.
 
 The quadrants cross the recall proxy with each score: "high" is at or above a bar (the proxy's
 verdict threshold, and ``--score-threshold`` for the score, default 0.5).
@@ -34,6 +38,7 @@ from .._internal.names import (
     STAGE_EVALUATION,
 )
 from .aggregate import PERCENTILES
+from .aggregator import MAX_GROUP_VALUES, OTHER
 from .distribution import Distribution
 from .row import Row
 from .settings import SCORE_PREFIX, below
@@ -130,21 +135,35 @@ class ScoreSummary:
 class ScoreJoin:
     """Collects runs and scores while the report reads, joins them at the end (``summaries``)."""
 
-    def __init__(self, proxy_bar: float, score_bars: Mapping[str, float] | None = None, proxy: str = METRIC_RECALL_PROXY) -> None:
+    def __init__(
+        self, proxy_bar: float, score_bars: Mapping[str, float] | None = None, proxy: str = METRIC_RECALL_PROXY, *, always: Iterable[str] = ()
+    ) -> None:
+        """``always``: score names summarised whatever the cap (those gated on), like those in ``score_bars``."""
         self.proxy, self.proxy_bar = proxy, proxy_bar
         self.score_bars = dict(score_bars or {})
+        self._always = set(self.score_bars) | set(always)
         self._batch: list[tuple[str, str, float | None]] = []  # (trace id, root span id, proxy) of the runs not spooled yet
         self._runs: IO[str] | None = None  # JSON lines, each a list of such triples
         self._closed = False
         self._scores: list[Score] = []
+        self._names: set[str] = set()  # the score names summarised (at most MAX_GROUP_VALUES besides those with a bar)
+        self.over_cap = 0  # scores of names beyond the cap: counted, not kept
         self._summaries: dict[str, ScoreSummary] | None = None
 
     def take(self, trace: Trace) -> bool:
         """Take the trace's scores out of it; False when nothing else is left in it."""
         self._check_open()
         spans = score_spans(trace)
+        names, kept = self._names, self._scores
         for span in spans:
-            self._scores.extend(scores_of(span))
+            for score in scores_of(span):
+                name = score.name
+                if name not in names:
+                    if len(names) >= MAX_GROUP_VALUES and name not in self._always:
+                        self.over_cap += 1
+                        continue
+                    names.add(name)
+                kept.append(score)
         if spans:
             self._summaries = None
         return bool(trace.spans)
@@ -186,7 +205,7 @@ class ScoreJoin:
 
     @property
     def scored(self) -> bool:
-        return bool(self._scores)
+        return bool(self._scores) or self.over_cap > 0
 
     def summaries(self) -> dict[str, ScoreSummary]:
         """Score name -> summary, joined now (every run and score read so far)."""
@@ -201,9 +220,9 @@ class ScoreJoin:
             if summary is None:
                 summary = summaries[score.name] = ScoreSummary(score.name, self.score_bars.get(score.name, DEFAULT_SCORE_BAR))
             summary.distribution.add(score.value)
-            summary.scorers[score.scorer or "unknown"] += 1
+            summary.scorers[_capped(summary.scorers, score.scorer or "unknown")] += 1
             if score.label is not None:
-                summary.labels[score.label] += 1
+                summary.labels[_capped(summary.labels, score.label)] += 1
             run = _run_of(score, runs)
             if run is None:
                 summary.unjoined += 1
@@ -266,7 +285,7 @@ class ScoreJoin:
             summary = summaries.get(name)
             p50 = summary.distribution.percentile(50) if summary is not None else None
             if p50 is None:
-                failures.append(f"{key}: no scores (bar {bar:g})")
+                failures.append(f"{key}: no scores (bar {bar:g})")  # a name with a bar is never over the cap
             elif below(p50, bar):
                 failures.append(f"{key}: p50 {p50:.3f} < {bar:g}")
         return failures
@@ -277,6 +296,11 @@ _ADVICE = {
     CLAIMS_BEYOND_SOURCES: "Answers cite their sources but claim more than they say in {share} of scored runs ({proxy} ≥ {proxy_bar:g}, {name} < {bar:g}): instruct the model to answer only from the cited passages",
     RIGHT_WITHOUT_RETRIEVAL: "Answers score well on {name} but lean little on retrieval in {share} of scored runs ({proxy} < {proxy_bar:g}): check the citation instruction, and whether these queries need retrieval",
 }
+
+
+def _capped(counter: Counter[str], key: str) -> str:
+    """``key``, or ``OTHER`` once ``counter`` holds ``MAX_GROUP_VALUES`` other keys."""
+    return key if key in counter or len(counter) < MAX_GROUP_VALUES else OTHER
 
 
 def _run_of(score: Score, runs: Mapping[str, list[tuple[str, float | None]]]) -> tuple[str, float | None] | None:

@@ -9,6 +9,7 @@ from .html import _table as html_table
 from .latency import LATENCY_PERCENTILES, StreamLatency
 from .render import clean, number, percent
 from .tables import Table, Writer
+from .aggregator import MAX_GROUP_VALUES, OTHER
 from .scores import QUADRANTS, ScoreJoin, ScoreSummary
 
 
@@ -53,6 +54,9 @@ def document(scores: ScoreJoin | None, latency: StreamLatency | None) -> dict[st
             "proxy": scores.proxy,
             "proxy_bar": scores.proxy_bar,
             "by_name": {name: score_record(summary) for name, summary in scores.summaries().items()},
+            # the cap on distinct names (and on labels and scorers per name, beyond which they count as OTHER)
+            "max_names": MAX_GROUP_VALUES,
+            "scores_over_cap": scores.over_cap,
         }
     if latency is not None:
         out["streaming"] = {"time_to_first_chunk_seconds": latency.table()}
@@ -103,10 +107,25 @@ def latency_table(latency: StreamLatency) -> Table:
     return table
 
 
+def over_cap_line(scores: ScoreJoin) -> str | None:
+    """What the cap on distinct score names left out, or None when nothing."""
+    if not scores.over_cap:
+        return None
+    return (
+        f"{scores.over_cap:,} score(s) under names beyond the first {MAX_GROUP_VALUES} were counted, not summarised "
+        f"(at most {MAX_GROUP_VALUES} distinct score names, besides those with a bar or a gate; labels and scorers "
+        f"beyond {MAX_GROUP_VALUES} per name count as {OTHER})"
+    )
+
+
 def write_text(scores: ScoreJoin | None, latency: StreamLatency | None, writer: Writer) -> None:
     """Only the sections the input has data for."""
     if scores is not None and scores.scored:
         writer.table(scores_table(scores))
+        dropped = over_cap_line(scores)
+        if dropped is not None:
+            writer.line(dropped)
+            writer.line()
         for summary in scores.summaries().values():
             if summary.runs:
                 writer.table(quadrant_table(scores, summary))
@@ -123,6 +142,9 @@ def html_sections(scores: ScoreJoin | None, latency: StreamLatency | None) -> li
     for table in _tables(scores, latency):
         body.append(f"<h2>{escape(table.title)}</h2>")
         body.append(html_table(table.headers, table.rows, table.right))
+    dropped = over_cap_line(scores) if scores is not None else None
+    if dropped is not None:
+        body.append(f"<p>{escape(dropped)}</p>")
     return body
 
 

@@ -16,7 +16,7 @@ as perfect. ``Row`` and what both share are in ``row``.
 
 from __future__ import annotations
 
-from .._internal.figures import Answer, Placed, Retrieved, compute
+from .._internal.figures import STATUS_CONTEXT_NOT_LOCATED, Answer, Placed, Retrieved, compute
 from .._internal.names import (
     GEN_AI_RETRIEVAL_QUERY_TEXT,
     GEN_AI_RETRIEVAL_TOP_K,
@@ -40,6 +40,7 @@ from .._internal.names import (
     RAG_QUERY_HASH,
     RAG_QUERY_ID,
     RAG_RETRIEVAL_RESULT_COUNT,
+    RAG_OMITTED_ITEMS,
     RAG_STAGE,
     RAG_UNREADABLE_ITEMS,
     ROLE_ANSWER,
@@ -161,6 +162,7 @@ def _ragtrace_row(trace: Trace, pipeline: Span | None, members: list[tuple[Span,
 
     retrievals: list[list[Retrieved]] = []
     unreadable = 0
+    omitted = 0
     for span, stage in members:
         if stage != STAGE_RETRIEVE:
             continue
@@ -176,6 +178,7 @@ def _ragtrace_row(trace: Trace, pipeline: Span | None, members: list[tuple[Span,
             continue
         retrievals.append(chunks)
         unreadable += span.get_int(RAG_UNREADABLE_ITEMS) or 0
+        omitted += span.get_int(RAG_OMITTED_ITEMS) or 0
 
     contexts: list[tuple[Span, list[Placed], bool]] = []
     for span, stage in members:
@@ -197,7 +200,9 @@ def _ragtrace_row(trace: Trace, pipeline: Span | None, members: list[tuple[Span,
         if not (span.has(RAG_CITATION_FORMAT) or span.has(_CITED_KEY) or span.has(RAG_CITATION_STATUS)):
             continue  # an answer generation that recorded no output: not an answer online either
         cited = [str(c) for c in span.get_list(RAG_CITATION_IDS) or ()]
-        context = context_of(span, contexts, cited)
+        unmeasured = span.get_str(RAG_CITATION_STATUS)
+        # a search that found nothing left the context unknown online: it is no empty context here either
+        context = None if unmeasured == STATUS_CONTEXT_NOT_LOCATED else context_of(span, contexts, cited)
         if context is not None:
             used.append((context[1], context[2]))
             methods.add(context[0].get_str(RAG_CONTEXT_INCLUSION_METHOD) or INCLUSION_RECORDED)
@@ -207,7 +212,7 @@ def _ragtrace_row(trace: Trace, pipeline: Span | None, members: list[tuple[Span,
                 cited_ids=cited,
                 invalid_citations=span.get_int(RAG_CITATION_INVALID_COUNT) or 0,
                 out_of_context_citations=span.get_int(RAG_CITATION_OUT_OF_CONTEXT_COUNT) or 0,
-                unmeasured=span.get_str(RAG_CITATION_STATUS),
+                unmeasured=unmeasured,
             )
         )
         answer_spans.append(span)
@@ -219,7 +224,7 @@ def _ragtrace_row(trace: Trace, pipeline: Span | None, members: list[tuple[Span,
     if not answers:
         methods.update(span.get_str(RAG_CONTEXT_INCLUSION_METHOD) or INCLUSION_RECORDED for span, _, _ in contexts)
     row.inclusion = ",".join(sorted(methods)) or None
-    result = compute(retrievals, answers, contexts=unanswered, unreadable=unreadable)
+    result = compute(retrievals, answers, contexts=unanswered, unreadable=unreadable, omitted=omitted)
     tokens_known = all(known for _, known in used) if answers else all(known for _, _, known in contexts)
     if not tokens_known:
         result.values.pop(METRIC_WASTED_CONTEXT_TOKENS, None)

@@ -13,6 +13,7 @@ from .._internal.figures import (
     STATUS_NO_CONTEXT,
     STATUS_NO_RETRIEVAL,
     STATUS_RESULTS_NOT_INCLUDED,
+    STATUS_RETRIEVAL_TRUNCATED,
     STATUS_SOURCE_UNREADABLE,
     STATUS_UNREADABLE_RETRIEVAL,
 )
@@ -45,6 +46,7 @@ REASON_TEXT = {
     STATUS_NO_RETRIEVAL: "no retrieval",
     STATUS_EMPTY_RETRIEVAL: "empty retrieval",
     STATUS_UNREADABLE_RETRIEVAL: "retrieved chunks unreadable",
+    STATUS_RETRIEVAL_TRUNCATED: "retrieval over max_retrieved (only the first recorded)",
     STATUS_NO_CONTEXT: "no context recorded",
     STATUS_EMPTY_CONTEXT: "empty context",
     STATUS_NO_ANSWER: "no answer",

@@ -336,3 +336,30 @@ def test_every_run_says_how_its_inclusion_was_known(cli, tmp_path):
     assert '<td class="n">0.67</td>' in cells["recorded"] and "~" not in cells["recorded"]
     assert "~" not in cells["declared"] and '<td class="n">~' in cells["What is BM25?"]
     assert '"~" marks figures resting on located or inferred inclusion' in html
+
+
+def test_a_retrieval_over_max_retrieved_is_not_measured_offline_either(cli, tmp_path):
+    """Online, a retrieval of 5 with max_retrieved=3 records d1..d3 and counts 2 as omitted: the
+    figures over R are left out (retrieval_truncated). The report recomputes the same from the
+    spans, so it agrees with the online figures (no mismatch) and says why it can't measure R."""
+    from ragtrace._internal import config
+
+    path = tmp_path / "truncated.jsonl"
+    provider = provider_to(path)
+    previous = config.current()
+    ragtrace.configure(max_retrieved=3)
+    try:
+        online = pipeline(provider, "p", "q", ["d1", "d2", "d3", "d4", "d5"], ["d1", "d2"], "d1 says [1]")
+    finally:
+        config.restore(previous)
+    provider.shutdown()
+    assert "retrieved" not in online and online["in_context"] == 2 and online["cited"] == 1
+    result = cli("report", "--json", path)
+    assert result.code == 0
+    row = result.json()["traces"][0]
+    assert row["verdict"] == "not measurable" and row["status"][0] == "retrieval_truncated"
+    assert row["recorded_mismatch"] == [] and result.json()["inputs"]["recorded_mismatches"] == 0
+    assert row.get("retrieved") is None and row.get("recall_proxy") is None and row.get("context_precision") is None
+    assert (row["in_context"], row["cited"], row["context_utilization"]) == (2, 1, 0.5)
+    plain = cli("report", path)
+    assert plain.code == 0 and "retrieval over max_retrieved" in plain.out

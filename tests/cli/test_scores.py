@@ -7,7 +7,11 @@ and its own export file; the report must give the same join for the files in eit
 
 from __future__ import annotations
 
+import gzip
 import json
+import os
+import subprocess
+import sys
 import tracemalloc
 import types
 from pathlib import Path
@@ -113,13 +117,15 @@ def test_scores_are_spans_in_the_runs_traces_and_a_histogram(exported):
     assert attributes[names.RAG_EVALUATION_SCORER] == {"stringValue": "llm"}
     data = reader.get_metrics_data()
     found = {m.name: m for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
-    points = found["rag.eval.groundedness"].data.data_points
+    judged = found[names.METRIC_EVAL_SCORE].data.data_points
+    points = [p for p in judged if p.attributes[names.RAG_EVAL_NAME] == "groundedness"]
     by_labels = {tuple(sorted(p.attributes.items())): p for p in points}
-    scored = by_labels[((names.GEN_AI_WORKFLOW_NAME, "support-qa"), (names.RAG_PIPELINE_VERSION, "v1"))]
+    scored = by_labels[((names.GEN_AI_WORKFLOW_NAME, "support-qa"), (names.RAG_EVAL_NAME, "groundedness"), (names.RAG_PIPELINE_VERSION, "v1"))]
     assert scored.count == ALL_SCORES - 1 and scored.sum == pytest.approx(sum(v for *_, s in written for v in s))
     (unknown,) = [p for p in points if p is not scored]
-    assert dict(unknown.attributes) == {names.GEN_AI_WORKFLOW_NAME: "support-qa"} and unknown.count == 1
-    assert found["rag.eval.relevance"].data.data_points[0].sum == 4
+    assert dict(unknown.attributes) == {names.GEN_AI_WORKFLOW_NAME: "support-qa", names.RAG_EVAL_NAME: "groundedness"} and unknown.count == 1
+    (relevance,) = [p for p in judged if p.attributes[names.RAG_EVAL_NAME] == "relevance"]
+    assert relevance.sum == 4
 
 
 @pytest.mark.parametrize("scores_first", [False, True], ids=["runs-then-scores", "scores-then-runs"])
@@ -275,3 +281,96 @@ def test_the_join_keeps_no_per_run_state_in_memory():
     }
     with pytest.raises(ValueError, match="after close"):
         join.add_rows(_rows(0, 1))
+
+
+# --- the cap on distinct score names and labels -------------------------------------------------
+def _one_score_line(tmp_path: Path) -> str:
+    """One real record_score span exported as an OTLP-JSON line, with markers where its ids, name and
+    label go (so a large file of distinct names is written in seconds, not built span by span)."""
+    path = tmp_path / "one.jsonl"
+    provider = provider_to(path, service="judge")
+    ragtrace.record_score(
+        trace_id="ab" * 16, span_id="cd" * 8, name="judge-marker", value=0.5, scorer="llm", label="label-marker", tracer_provider=provider,
+    )
+    provider.shutdown()
+    line = path.read_text().strip()
+    for old, new in (("ab" * 16, "@TRACE@"), ("cd" * 8, "@PARENT@"), ("judge-marker", "@NAME@"), ("label-marker", "@LABEL@")):
+        assert old in line, old
+        line = line.replace(old, new)
+    return line
+
+
+def _distinct_names(template: str, path: Path, count: int) -> None:
+    with gzip.open(path, "wt") as out:
+        for number in range(count):
+            out.write(
+                template.replace("@TRACE@", f"{number + 1:032x}").replace("@PARENT@", f"{number + 1:016x}")
+                .replace("@NAME@", f"judge-{number}").replace("@LABEL@", f"label-{number}")
+            )
+            out.write("\n")
+
+
+_PEAK = r"""
+import json, os, resource, sys
+from ragtrace.cli import main
+code = main(sys.argv[1:])
+with open(os.environ["PEAK_FILE"], "w") as out:
+    json.dump({"code": code, "peak_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}, out)
+"""
+
+
+def _report_in_child(tmp_path: Path, *args: Any) -> tuple[int, int, str]:
+    """``ragtrace report ARGS`` in a child process of this worktree: (exit code, peak RSS KiB, stdout)."""
+    peak = tmp_path / "peak.json"
+    root = Path(__file__).resolve().parents[2]
+    environment = {**os.environ, "PEAK_FILE": str(peak), "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-c", _PEAK, "report", *map(str, args)], capture_output=True, text=True, timeout=600, env=environment, cwd=tmp_path)
+    measured = json.loads(peak.read_text())
+    assert measured["code"] == done.returncode, done.stderr[-2000:]
+    return done.returncode, measured["peak_kib"], done.stdout
+
+
+@pytest.mark.heavy  # per decoder, three children reading 20,000 and 80,000 score spans: about 8 CPU-seconds
+def test_a_file_of_distinct_score_names_keeps_the_report_flat(tmp_path, json_decoder):
+    """The issue's file in small: every score span with its own name and label. Before, each name got
+    a summary (400,000 names: 1.2 GB for the plain report, MemoryError for --json). Now the first 50 names are summarised and the rest counted, so the peak RSS
+    at 80,000 names is within 32 MiB of that at 20,000, and both outputs say what was left out."""
+    template = _one_score_line(tmp_path)
+    small, large = tmp_path / "small.jsonl.gz", tmp_path / "large.jsonl.gz"
+    _distinct_names(template, small, 20_000)
+    _distinct_names(template, large, 80_000)
+    # each score span is a trace of its own with a remote parent, held in the reader's window of
+    # pending spans (its own bound, 100,000 spans by default): a small window leaves the join alone to grow
+    window = ("--max-pending-spans", 2_000, "--decoder", json_decoder)
+    code_small, peak_small, _ = _report_in_child(tmp_path, "--json", *window, small)
+    code_large, peak_large, out = _report_in_child(tmp_path, "--json", *window, large)
+    assert code_small == code_large == 0
+    assert (peak_large - peak_small) / 1024 < 32, (peak_small, peak_large)
+    scores = json.loads(out)["scores"]
+    assert sorted(scores["by_name"]) == sorted(f"judge-{n}" for n in range(50))  # the first 50 read
+    assert (scores["max_names"], scores["scores_over_cap"]) == (50, 79_950)
+    code_plain, _, plain = _report_in_child(tmp_path, *window, large)
+    assert code_plain == 0
+    assert "79,950 score(s) under names beyond the first 50 were counted, not summarised" in plain
+
+
+def test_labels_beyond_the_cap_count_as_other_and_gated_names_are_kept(cli, tmp_path):
+    """52 labels of one name: the first 50 are counted each, the other 2 as "(other)". 51 names, then
+    one more with a --fail-under gate: the 51st is over the cap and counted, the gated one is kept."""
+    path = tmp_path / "scores.jsonl"
+    provider = provider_to(path, service="judge")
+    for number in range(52):
+        ragtrace.record_score(trace_id=f"{number + 1:032x}", span_id="cd" * 8, name="faithfulness", value=0.9, scorer="llm", label=f"l{number}", tracer_provider=provider)
+    for number in range(50):  # with faithfulness: 51 names
+        ragtrace.record_score(trace_id="ab" * 16, span_id="cd" * 8, name=f"n{number}", value=0.5, scorer="code", tracer_provider=provider)
+    ragtrace.record_score(trace_id="ab" * 16, span_id="cd" * 8, name="gated", value=0.25, scorer="human", tracer_provider=provider)
+    provider.shutdown()
+    document = cli("report", "--json", path).json()["scores"]
+    labels = document["by_name"]["faithfulness"]["labels"]
+    assert len(labels) == 51 and labels["(other)"] == 2 and labels["l49"] == 1 and "l50" not in labels
+    assert "n49" not in document["by_name"] and "gated" not in document["by_name"]
+    assert document["scores_over_cap"] == 2  # n49 and gated
+    result = cli("report", "--json", path, "--fail-under", "score.gated=0.5")
+    assert result.code == 1 and "score.gated: p50 0.250 < 0.5" in result.err
+    gated = result.json()["scores"]
+    assert gated["by_name"]["gated"]["scores"] == 1 and gated["scores_over_cap"] == 1  # only n49 left out

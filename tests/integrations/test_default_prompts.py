@@ -8,6 +8,8 @@ Both big frameworks put the documents in the prompt without labels by default. A
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from langchain_classic.chains import create_retrieval_chain
 from langchain_classic.chains.combine_documents import create_stuff_documents_chain
@@ -19,6 +21,7 @@ from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import RunnablePassthrough
 from langchain_core.vectorstores import InMemoryVectorStore
 
+import ragtrace
 from ragtrace._internal import names
 
 TEXTS = {
@@ -73,12 +76,10 @@ def test_an_lcel_chain_joining_documents_bare_gets_the_same_verdict(spans, store
     _unresolved(spans)
 
 
-def test_llama_index_default_query_engine_leaves_bare_citations_unresolved(llama_index_on):
-    from llama_index.core import VectorStoreIndex
-    from llama_index.core.embeddings import MockEmbedding
+def _citing_llm(answer):
+    """A LlamaIndex ``CustomLLM`` that answers ``answer(prompt)``."""
     from llama_index.core.llms import CompletionResponse, CustomLLM, LLMMetadata
     from llama_index.core.llms.callbacks import llm_completion_callback
-    from llama_index.core.schema import TextNode
 
     class Citing(CustomLLM):
         @property
@@ -87,13 +88,55 @@ def test_llama_index_default_query_engine_leaves_bare_citations_unresolved(llama
 
         @llm_completion_callback()
         def complete(self, prompt: str, formatted: bool = False, **kwargs):
-            return CompletionResponse(text=ANSWER)
+            return CompletionResponse(text=answer(prompt))
 
         @llm_completion_callback()
         def stream_complete(self, prompt: str, formatted: bool = False, **kwargs):
             raise NotImplementedError
 
+    return Citing()
+
+
+def test_llama_index_default_query_engine_leaves_bare_citations_unresolved(llama_index_on):
+    from llama_index.core import VectorStoreIndex
+    from llama_index.core.embeddings import MockEmbedding
+    from llama_index.core.schema import TextNode
+
     nodes = [TextNode(id_=key, text=text) for key, text in TEXTS.items()]
-    engine = VectorStoreIndex(nodes, embed_model=MockEmbedding(embed_dim=8)).as_query_engine(llm=Citing(), similarity_top_k=3)
+    engine = VectorStoreIndex(nodes, embed_model=MockEmbedding(embed_dim=8)).as_query_engine(llm=_citing_llm(lambda prompt: ANSWER), similarity_top_k=3)
     assert str(engine.query(QUESTION)) == ANSWER
     _unresolved(llama_index_on)
+
+
+def test_citation_query_engine_pieces_map_back_to_the_retrieved_nodes(llama_index_on):
+    """Case 2: ``CitationQueryEngine`` re-splits each node into ``Source n:`` pieces under new ids.
+    The context is the retrieved nodes; a label on any piece resolves to the node it was cut from."""
+    from llama_index.core import VectorStoreIndex
+    from llama_index.core.embeddings import MockEmbedding
+    from llama_index.core.query_engine import CitationQueryEngine
+    from llama_index.core.schema import TextNode
+
+    def answer(prompt: str) -> str:
+        sources = re.findall(r"Source (\d+):\n(.*)", prompt)[2:]  # after the template's two examples
+        # cite the first piece, and the piece of the long node that is not its first
+        chosen = [n for n, text in sources if text.startswith(("Store credit", "Refunds to a bank"))]
+        return " ".join(f"[{n}]" for n in chosen)
+
+    texts = {
+        "kb-refunds": "Refunds reach the original card within five business days. Refunds to a bank account take up to "
+        "ten business days because banks batch their transfers overnight.",
+        "kb-credit": "Store credit is issued immediately instead of a refund.",
+        "kb-shipping": "Shipping is free for orders over fifty euros.",
+    }
+    index = VectorStoreIndex([TextNode(id_=k, text=t) for k, t in texts.items()], embed_model=MockEmbedding(embed_dim=8))
+    engine = CitationQueryEngine.from_args(index, llm=_citing_llm(answer), similarity_top_k=3, citation_chunk_size=20, citation_chunk_overlap=0)
+    response = engine.query(QUESTION)
+    assert len(response.source_nodes) == 4 and not {n.node.node_id for n in response.source_nodes} & set(texts)  # new ids
+    assembled = llama_index_on.one("assemble").attributes
+    assert sorted(assembled["rag.context.chunk_ids"]) == sorted(texts)
+    got = {k.removeprefix("rag.metrics."): v for k, v in llama_index_on.one("pipeline").attributes.items() if k.startswith("rag.metrics.")}
+    assert (got["retrieved"], got["in_context"], got["cited"], got["invalid_citations"]) == (3, 3, 2, 0)
+    assert got["context_precision"] == 1.0 and got["recall_proxy"] == pytest.approx(2 / 3)
+    assert sorted(llama_index_on.one("generate").attributes["rag.citation.ids"]) == ["kb-credit", "kb-refunds"]
+    # the uncited node's tokens are wasted; its "Source n:" label is not part of them
+    assert got["wasted_context_tokens"] == ragtrace.SimpleTokenizer().count(texts["kb-shipping"])

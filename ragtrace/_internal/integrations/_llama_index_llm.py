@@ -21,7 +21,7 @@ from ..assembly import ContextRecord
 from ..generation import Generate
 from . import _llama_index_agents
 from ._common import Attached, inside_generation
-from ._packing import exact_run, merged
+from ._packing import derived_sources, exact_run, merged
 
 PREDICT_METHODS = frozenset({"predict", "apredict", "stream", "astream"})  # format a template, then call the model
 LLM_METHODS = PREDICT_METHODS | {
@@ -30,6 +30,16 @@ LLM_METHODS = PREDICT_METHODS | {
 
 _SYNC_STREAMS = frozenset({"stream_complete", "stream_chat"})
 _ASYNC_STREAMS = (".astream_complete", ".astream_chat")
+
+
+@dataclass(frozen=True)
+class Sourced:
+    """A node the synthesizer derived from a retrieved one: placed as a piece of its source, under
+    the label its rendering opens with (``Source 3:``) when it has one."""
+
+    id: str
+    label: str
+    content: str
 
 
 @dataclass(eq=False)
@@ -118,11 +128,14 @@ class LlmCalls:
         assemble.open()
         run = exact_run(synthesis.texts, synthesis.cursor, context) if synthesis.texts is not None and isinstance(context, str) else None
         if run is None:
-            return assemble, synthesis.nodes
+            return assemble, [{"id": n.id, "content": n.content} if isinstance(n, Sourced) else n for n in synthesis.nodes]
         start, end, stripped = run
         for node, text in zip(synthesis.nodes[start:end], stripped):
             if text:
-                assemble.place(node, text)
+                if isinstance(node, Sourced):
+                    assemble.place({"id": node.id, "content": node.content}, text, label=node.label or None)
+                else:
+                    assemble.place(node, text)
         synthesis.cursor = end
         return assemble, None
 
@@ -229,3 +242,39 @@ def _provider(llm: Any) -> str | None:
     """``llama_index.llms.openai`` -> ``openai``; core's own LLMs (MockLLM) have no provider."""
     parts = type(llm).__module__.split(".")
     return parts[2] if len(parts) > 2 and parts[:2] == ["llama_index", "llms"] else None
+
+
+def sourced(nodes: list[Any], retrieved: list[Any]) -> list[Any]:
+    """The synthesizer's nodes, each derived one (a piece of a retrieved node under a new id,
+    ``CitationQueryEngine``'s) replaced by a ``Sourced`` piece of the node it came from, so the
+    context holds the retrieved nodes, and every label the model sees resolves to its source.
+    LlamaIndex gives the pieces new ids and no link to their node (only its metadata and
+    relationships), so the source is the retrieved node whose text holds the piece's."""
+    if not retrieved or not nodes:
+        return nodes
+    ids = {_node_id(node) for node in retrieved}
+    unknown = [index for index, node in enumerate(nodes) if _node_id(node) not in ids]
+    if not unknown:
+        return nodes
+    sources = derived_sources(
+        [_node_text(nodes[index]) for index in unknown],
+        [(_node_id(node), _node_text(node)) for node in retrieved],
+    )
+    sourced = list(nodes)
+    for index, source in zip(unknown, sources):
+        if source is not None:
+            sourced[index] = Sourced(*source)
+    return sourced
+
+
+def _node_id(node: Any) -> Any:
+    return getattr(node, "node_id", None)
+
+
+def _node_text(node: Any) -> str | None:
+    inner = getattr(node, "node", node)
+    try:
+        text = inner.get_content()  # MetadataMode.NONE: the node's own text, as it was cut
+    except Exception:  # noqa: BLE001 - not a node ragtrace can read
+        return None
+    return text if isinstance(text, str) else None

@@ -13,6 +13,7 @@ from typing import Any
 
 from .. import names
 from ..assembly import ContextRecord
+from ..declared import split_label
 
 SEPARATORS = ("\n\n", "\n")  # CompactAndRefine, Refine, TreeSummarize repack with "\n\n"; SimpleSummarize joins with "\n"
 
@@ -47,3 +48,23 @@ def merged(contexts: list[ContextRecord]) -> ContextRecord:
     methods = {record.method for record in contexts}
     method = names.INCLUSION_LOCATED if names.INCLUSION_LOCATED in methods else contexts[-1].method
     return replace(contexts[-1], placements=placements, method=method)
+
+
+def derived_sources(texts: list[str | None], retrieved: list[tuple[Any, str | None]]) -> list[tuple[str, str, str] | None]:
+    """For nodes a synthesizer derived from the retrieved ones (LlamaIndex's ``CitationQueryEngine``
+    re-splits each node into granular ``"Source n:\\n..."`` nodes under new ids): (the id of the
+    retrieved chunk each one's text was cut from, the label it opens with, its text after the
+    label), or None for a node that is no piece of any retrieved chunk. ``retrieved`` is (id, text)
+    in rank order; the first retrieved chunk
+    (best rank) that holds the text whitespace-insensitively wins; ids are never invented."""
+    sources: list[tuple[str, str, str] | None] = []
+    collapsed = [(str(chunk_id), " ".join(text.split())) for chunk_id, text in retrieved if chunk_id is not None and text]
+    for text in texts:
+        if not text:
+            sources.append(None)
+            continue
+        label, body = split_label(text)
+        needle = " ".join(body.split())
+        found = next((chunk_id for chunk_id, content in collapsed if needle and needle in content), None)
+        sources.append(None if found is None else (found, label, body.strip()))
+    return sources

@@ -42,7 +42,7 @@ from ..stage import Stage
 from . import _llama_index_agents
 from ._common import Attached
 from ._llama_index_chat import STREAM_CHAT_METHODS, WRITER_METHODS, StreamedTurns
-from ._llama_index_llm import LLM_METHODS, LlmCalls, Synthesis
+from ._llama_index_llm import LLM_METHODS, LlmCalls, Synthesis, sourced
 from .base import RagtraceInstrumentor
 
 _ENGINE_METHODS = frozenset({"query", "aquery"})
@@ -63,6 +63,7 @@ class _Region:
 
     kind: str  # "engine", "retrieve", "rerank", "synthesis", "agent", "tool"
     synthesis: Synthesis | None = None
+    nodes: Any = None  # an engine's: the nodes its latest retrieval or postprocessor returned
     agent: Any = None  # an agent run's rounds (``_llama_index_agents.Agent``), in its region
     tool: Any = None  # a tool call of an agent, in its region
 
@@ -180,6 +181,10 @@ class _Tracker:
         if opened.attached is not None:
             opened.attached.detach()
         if error is None:
+            if isinstance(stage, (Retrieve, Rerank)):
+                engine = _region.get()
+                if engine is not None and engine.kind == "engine":
+                    engine.nodes = result  # what a synthesizer's derived nodes are pieces of
             if isinstance(stage, Rerank):
                 stage.record(result, candidates=opened.candidates)
             elif isinstance(stage, (Retrieve, Embed)):
@@ -262,8 +267,9 @@ class _Tracker:
         self._open(id_, stage, _Region("rerank"), args.get("nodes"))
 
     def _enter_synthesis(self, id_: str, args: dict[str, Any], instance: Any, method: str, parent: str | None) -> None:
-        nodes = args.get("nodes")
-        self._open(id_, None, _Region("synthesis", Synthesis(list(nodes) if isinstance(nodes, list) else [])))
+        nodes, engine = args.get("nodes"), _region.get()
+        retrieved = engine.nodes if engine is not None and isinstance(engine.nodes, list) else []
+        self._open(id_, None, _Region("synthesis", Synthesis(sourced(list(nodes), retrieved) if isinstance(nodes, list) else [])))
 
     def _enter_get_response(self, id_: str, args: dict[str, Any], instance: Any, method: str, parent: str | None) -> None:
         """The first get_response of a synthesis gets one rendering per node, in node order."""

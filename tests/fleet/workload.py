@@ -1,0 +1,103 @@
+"""The fleet test's workload: a ragtrace app serving its metrics with configure(metrics=...).
+
+Run as ``python workload.py PORT``. Each line on stdin names a phase, ``warm`` (one run of every
+shape, so every series exists before the measured window opens) or ``run`` (the known workload,
+``RUNS`` below); after each the process prints one JSON line with the runs' figures and statuses.
+It exits at the end of stdin. The shapes' figures are worked out by hand in test_prometheus.py.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from opentelemetry.sdk.trace import TracerProvider
+
+import ragtrace
+
+FIRST_CHUNK_DELAY = 0.02  # seconds before a streamed answer's first piece: time to first chunk >= this
+
+
+def docs(*rows: tuple[str, float, str]) -> list[dict]:
+    return [{"id": chunk_id, "score": score, "content": text} for chunk_id, score, text in rows]
+
+
+# (word count = SimpleTokenizer tokens): d0 3, d1 2, d2 4, d3 1
+V1_DOCS = docs(("d0", 0.95, "alpha beta gamma"), ("d1", 0.85, "delta epsilon"))
+V2_DOCS = docs(("d0", 0.62, "alpha beta gamma"), ("d1", 0.3, "delta epsilon"), ("d2", 0.2, "zeta eta theta iota"), ("d3", 0.1, "kappa"))
+
+
+def answer_stream(text: str):
+    time.sleep(FIRST_CHUNK_DELAY)
+    head, _, tail = text.partition(" ")
+    yield head + " "
+    yield tail
+
+
+def run(version: str, found: list[dict], shown: int | None, answer: str, scores: dict[str, float]) -> ragtrace.RagPipeline:
+    options = {"route": "faq"} if version == "v2" else {}
+    with ragtrace.rag_pipeline("qa", version=version, **options) as pipeline:
+        with ragtrace.retrieve(data_source="kb") as retrieval:
+            retrieval.record(found)
+        if shown is not None:
+            with ragtrace.assemble() as context:
+                for chunk in retrieval.chunks[:shown]:
+                    context.add(chunk)
+        with ragtrace.generate(model="m") as generation:
+            for _ in generation.stream(answer_stream(answer)):
+                pass
+    for name, value in scores.items():
+        ragtrace.record_score(pipeline, name=name, value=value, scorer="llm")
+    return pipeline
+
+
+def delegated() -> ragtrace.RagPipeline:
+    """v2: retrieves and assembles, then hands the record to another process (ragtrace.inject): its
+    root is "delegated", counted by the other side, so the fleet view leaves it out of runs."""
+    with ragtrace.rag_pipeline("qa", version="v2", route="faq") as pipeline:
+        with ragtrace.retrieve(data_source="kb") as retrieval:
+            retrieval.record(V2_DOCS[:1])
+        with ragtrace.assemble() as context:
+            context.add(retrieval.chunks[0])
+        assert ragtrace.inject({})
+    return pipeline
+
+
+SHAPES = {
+    # v1: both chunks shown and cited: recall 1, precision 1, 2 valid citations, nothing wasted
+    "A": lambda: run("v1", V1_DOCS, 2, "see [1] [2]", {"groundedness": 0.8, "relevance": 3.0}),
+    # v2: two shown, one cited: recall 0.5, wasted d1 (2 tokens)
+    "B": lambda: run("v2", V2_DOCS[:2], 2, "see [1]", {"groundedness": 0.4}),
+    # v2: one shown; cites it, d1 (retrieved, not shown) and [7] (nothing): recall 0.5, precision 0.5
+    "B2": lambda: run("v2", V2_DOCS[:2], 1, "see [1] [d1] [7]", {"groundedness": 0.4}),
+    # v2: four shown, one cited: recall 0.25, wasted 2 + 4 + 1 tokens
+    "B3": lambda: run("v2", V2_DOCS, 4, "see [1]", {"groundedness": 0.4}),
+    # v2: no assembly: no_context, citations not scored
+    "D": lambda: run("v2", V2_DOCS[:2], None, "see [1]", {}),
+    # v2: nothing retrieved: empty_retrieval (then no_context)
+    "E": lambda: run("v2", [], None, "nothing found", {}),
+    # v2: delegated (d0 retrieved at 0.62 and placed: 3 context tokens)
+    "F": delegated,
+}
+RUNS = {"A": 10, "B": 3, "B2": 1, "B3": 2, "D": 1, "E": 1, "F": 1}
+
+
+def main() -> None:
+    # traced (spans go nowhere: a TracerProvider with no processor), so ragtrace.inject can hand off
+    ragtrace.configure(
+        service_name="fleet-workload", tracer_provider=TracerProvider(), metrics=f"prometheus:127.0.0.1:{int(sys.argv[1])}", hash_key="fleet-test-key"
+    )
+    print(json.dumps({"ready": True}), flush=True)
+    for line in sys.stdin:
+        counts = {shape: 1 for shape in SHAPES} if line.strip() == "warm" else RUNS
+        figures = []
+        for shape, count in counts.items():
+            for _ in range(count):
+                pipeline = SHAPES[shape]()
+                figures.append({"shape": shape, "status": pipeline.status, "metrics": pipeline.metrics})
+        print(json.dumps({"phase": line.strip(), "runs": figures}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
