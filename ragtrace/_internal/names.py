@@ -178,6 +178,10 @@ RAG_CITATION_FORMAT: Final = "rag.citation.format"
 RAG_CITATION_CONFORMANT: Final = "rag.citation.conformant"
 RAG_CITATION_GRANULARITY: Final = "rag.citation.granularity"  # provider citations: what one names (chunk or file)
 RAG_CITATION_FILE_IDS: Final = "rag.citation.file_ids"  # file-level provider citations: the cited files
+# provider citations that say which part of the answer cites what: one entry per (segment, cited chunk)
+RAG_CITATION_SEGMENT_STARTS: Final = "rag.citation.segment_starts"  # character offset into the answer
+RAG_CITATION_SEGMENT_ENDS: Final = "rag.citation.segment_ends"
+RAG_CITATION_SEGMENT_IDS: Final = "rag.citation.segment_ids"  # the chunk that segment cites
 RAG_RETRIEVAL_STATUS: Final = "rag.retrieval.status"  # a provider's retrieval whose results were not returned
 CITATION_GRANULARITY_CHUNK: Final = "chunk"
 CITATION_GRANULARITY_FILE: Final = "file"
@@ -519,6 +523,9 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(RAG_CITATION_FORMAT, "string", "generate", False, "json, inline, provider (the model API's citation objects) or none."),
     AttributeInfo(RAG_CITATION_GRANULARITY, "string", "generate", False, "Provider citations only: chunk (each names one source block) or file (each names a file; it resolves to that file's results)."),
     AttributeInfo(RAG_CITATION_FILE_IDS, "string[]", "generate", False, "File-level provider citations: the cited file ids, first-cited first (known also without the results)."),
+    AttributeInfo(RAG_CITATION_SEGMENT_STARTS, "int[]", "generate", False, "Provider citations that locate themselves in the answer (Gemini's grounding supports): the start of each cited segment, in characters of the answer text (converted from bytes where the API counts bytes); one entry per (segment, cited chunk), parallel to segment_ends and segment_ids."),
+    AttributeInfo(RAG_CITATION_SEGMENT_ENDS, "int[]", "generate", False, "The end (exclusive, characters) of each cited segment, parallel to segment_starts."),
+    AttributeInfo(RAG_CITATION_SEGMENT_IDS, "string[]", "generate", False, "The chunk id each cited segment cites, parallel to segment_starts."),
     AttributeInfo(RAG_RETRIEVAL_STATUS, "string", "retrieve", False, "results_not_included: a provider's retrieval (OpenAI file_search) whose results the response did not carry (no include=[\"file_search_call.results\"])."),
     AttributeInfo(RAG_CITATION_CONFORMANT, "boolean", "generate", False, "False when the answer has no parseable citation."),
     AttributeInfo(RAG_METRICS_STATUS, "string", "pipeline, pipeline_segment, generate", False, "Why figures are missing (absent when all were measured); delegated on a root whose figures another process's pipeline_segment carries."),

@@ -69,6 +69,13 @@ LIBRARIES: dict[str, Library] = {
             ("anthropic >= 0.50, < 3",),
             "anthropic",
         ),
+        Library(
+            "google_genai",
+            "ragtrace._internal.integrations.google_genai",
+            "GoogleGenAIInstrumentor",
+            ("google-genai >= 1.0, < 4",),
+            "google-genai",
+        ),
     )
 }
 
