@@ -19,12 +19,13 @@ from typing import Any
 
 from opentelemetry import trace
 
-from .. import auto_root, names, state as state_module
+from .. import auto_root, figures, names, state as state_module
 from ..assemble_stage import Assemble
 from ..chunks import Chunk
 from ..keyed import content_digest, warn_if_random
-from ..provided import Source, context_record
+from ..provided import Provided, Source, by_index, context_record
 from ..retrieval import Retrieve
+from ._anthropic_blocks import Request
 
 
 def root_for(name: str, query: str | None, provider: trace.TracerProvider | None) -> Any:
@@ -82,3 +83,24 @@ def record_context(sources: Sequence[Source], provider: trace.TracerProvider | N
     stage.given(context_record(sources, stage.builder.tokenizer))
     stage.close()
     return stage
+
+
+def record_sources(request: Request, root: Any, provider: trace.TracerProvider | None) -> Request:
+    """A request that hands the model its sources (Anthropic's and Bedrock Converse's blocks,
+    Cohere's documents): the retrieve span of the sources the app's recorded retrievals don't
+    already hold, and the assemble span of all of them; the request under the ids they are
+    recorded with."""
+    sources, known = with_app_ids(request.sources, root)
+    new = [source for source, seen in zip(sources, known) if not seen]
+    if new:
+        record_retrieval(new, None, query=request.query, data_source=None, provider=provider, root=root)
+    record_context(sources, provider, root)
+    return Request(tuple(sources), request.kinds, request.query)
+
+
+def provided_by_index(request: Request, refs: Sequence[tuple[str, Any]]) -> Provided:
+    """The response's citations, each (kind, index) into the request's blocks of that kind."""
+    provided = by_index(refs, request.by_kind())
+    if request.unreadable:  # a PDF's tokens are unknown: the figures that count them would be made up
+        return Provided(provided.cited_ids, provided.invalid, unmeasured=figures.STATUS_SOURCE_UNREADABLE)
+    return provided
