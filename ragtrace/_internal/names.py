@@ -120,6 +120,7 @@ RAG_RERANK_OUTPUT_COUNT: Final = "rag.rerank.output_count"
 RAG_RERANK_INPUT_IDS: Final = "rag.rerank.input_ids"
 RAG_RERANK_OUTPUT_IDS: Final = "rag.rerank.output_ids"
 RAG_RERANK_OUTPUT_SCORES: Final = "rag.rerank.output_scores"
+RAG_RERANK_SEARCH_UNITS: Final = "rag.rerank.search_units"  # what a rerank API billed (Cohere's meta.billed_units)
 
 # --- ragtrace: context assembly ---------------------------------------------------------------
 RAG_CONTEXT_INCLUSION_METHOD: Final = "rag.context.inclusion_method"
@@ -499,6 +500,7 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(RAG_RERANK_INPUT_IDS, "string[]", "rerank", False, "Candidate ids; only where reranker.input_documents does not carry them all (openinference=False, more than max_documents)."),
     AttributeInfo(RAG_RERANK_OUTPUT_IDS, "string[]", "rerank", False, "Kept ids in new order."),
     AttributeInfo(RAG_RERANK_OUTPUT_SCORES, "double[]", "rerank", False, "Rerank scores aligned with output_ids; only where reranker.output_documents does not carry them all (as input_ids)."),
+    AttributeInfo(RAG_RERANK_SEARCH_UNITS, "double", "rerank", False, "The search units a rerank API billed for the call (Cohere's meta.billed_units.search_units)."),
     AttributeInfo(RAG_CONTEXT_INCLUSION_METHOD, "string", "assemble", False, "recorded (ragtrace placed the chunks), declared (the app declared each chunk's rendered text, found in order in the prompt), provider (the model API's own source blocks or file_search results, in block order) or located (chunk text searched for in a user-built prompt)."),
     AttributeInfo(RAG_CONTEXT_CHUNK_IDS, "string[]", "assemble", False, "In-context chunk ids in prompt order."),
     AttributeInfo(RAG_CONTEXT_POSITIONS, "int[]", "assemble", False, "1-based prompt positions aligned with chunk_ids."),

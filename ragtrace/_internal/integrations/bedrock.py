@@ -51,7 +51,7 @@ from ..retrieval import Retrieve
 from . import _provider
 from ._anthropic_blocks import Request
 from ._bedrock_blocks import cited_segments, citation_ref, converse_output, read_converse, result_chunk
-from ._common import closed_with, inside_generation, started
+from ._common import add_usage, closed_with, inside_generation, started
 from .base import RagtraceInstrumentor
 
 _PROVIDER = "aws.bedrock"  # gen_ai.provider.name
@@ -277,12 +277,16 @@ def _record_converse(stage: Generate, parsed: dict[str, Any], context: dict[str,
         return
     text, refs = converse_output(get(get(get(parsed, "output"), "message"), "content"))
     _cited(stage, refs)
-    usage = parsed.get("usage")
-    reason = parsed.get("stopReason")
-    stage.record(text, input_tokens=get(usage, "inputTokens"), output_tokens=get(usage, "outputTokens"))
-    if isinstance(reason, str):
-        stage._usage["finish_reasons"] = [reason]
+    stage.record(text)
+    _usage(stage, parsed)
     stage.close()
+
+
+def _usage(stage: Generate, found: Any) -> None:
+    """Tokens and stop reason of a Converse response (or of a stream's ``metadata`` /
+    ``messageStop`` event)."""
+    usage, reason = get(found, "usage"), get(found, "stopReason")
+    add_usage(stage, input_tokens=get(usage, "inputTokens"), output_tokens=get(usage, "outputTokens"), finish_reasons=[reason] if isinstance(reason, str) else None)
 
 
 def _cited(stage: Generate, refs: list[tuple[tuple[str, Any], int, int]]) -> None:
@@ -321,12 +325,7 @@ def _converse_stream(stage: Generate, events: list[Any] | None, error: BaseExcep
                     ref = citation_ref(get(body, "citation")) if get(body, "citation") is not None else None
                     if ref is not None:
                         cited.append((index, ref))
-                usage = get(get(event, "metadata"), "usage")
-                if usage is not None:
-                    stage._usage.update({k: v for k, v in (("input_tokens", get(usage, "inputTokens")), ("output_tokens", get(usage, "outputTokens"))) if v is not None})
-                reason = get(get(event, "messageStop"), "stopReason")
-                if isinstance(reason, str):
-                    stage._usage["finish_reasons"] = [reason]
+                _usage(stage, get(event, "metadata") or get(event, "messageStop"))
             _cited(stage, [(ref, *blocks.get(index, (length, length))) for index, ref in cited])
             stage.stream_done(pieces)
         stage.close(error)
