@@ -2,9 +2,10 @@
 API was given become a retrieve span and an assemble span of the call's pipeline, through the same
 stage handles an app's own code uses, so the figures come from the one pipeline state.
 
-Which pipeline. Inside a ``rag_pipeline`` the stages are its stages. Outside any, the call opens
-the automatic root a retrieval opens (``auto_root``), or joins the one this context already has
-(a ``vector_stores.search`` just before): the call's generate span is its answer and ends it. So
+Which pipeline. Inside a ``rag_pipeline`` the stages are its stages. Outside any, the call joins
+the automatic root this request's retrieval opened (a ``vector_stores.search`` or a Bedrock
+``retrieve`` just before, not answered yet), or opens one as a retrieval does (``auto_root``):
+the call's generate span is its answer and ends it. So
 each call outside a pipeline is one pipeline, with no other change to the app.
 
 Ids. A source the app's own recorded retrieval returned (same text, so the same keyed content
@@ -29,8 +30,14 @@ from ._anthropic_blocks import Request
 
 
 def root_for(name: str, query: str | None, provider: trace.TracerProvider | None) -> Any:
-    """The automatic root the call's stages go into (None inside a pipeline or with telemetry off).
-    Call it in the caller's context, before the call's first stage opens."""
+    """The automatic root the call's stages go into (None inside a pipeline or with telemetry off):
+    the one this context's retrieval opened for the request (a ``retrieve`` or
+    ``vector_stores.search`` just before, whose results the call is given), which its answer
+    would join anyway, else a new one. Call it in the caller's context, before the call's first
+    stage opens."""
+    found = state_module.auto_root() if state_module.current() is None else None
+    if found is not None and found.accepts():
+        return found
     return auto_root.for_retrieval(name, query, provider)
 
 
