@@ -57,7 +57,7 @@ from .base import RagtraceInstrumentor
 _PROVIDER = "aws.bedrock"  # gen_ai.provider.name
 ROOT_NAME = "bedrock"  # the automatic root's name (gen_ai.workflow.name)
 _LABEL = "bedrock instrumentation"
-_PARAMS, _STAGE, _REQUEST = "ragtrace_params", "ragtrace_stage", "ragtrace_request"  # in botocore's per-call context
+_PARAMS, _STAGE = "ragtrace_params", "ragtrace_stage"  # in botocore's per-call context
 _AGENT, _RUNTIME = "bedrock-agent-runtime", "bedrock-runtime"
 _OPERATIONS = (
     (_AGENT, "Retrieve"),
@@ -197,11 +197,14 @@ def _open_generated(params: Mapping[str, Any], provider: trace.TracerProvider | 
     base_config = get(config, "knowledgeBaseConfiguration")
     model = get(base_config, "modelArn") or get(get(config, "externalSourcesConfiguration"), "modelArn")
     base = get(base_config, "knowledgeBaseId")
-    context[_REQUEST] = (query, base if isinstance(base, str) else None)
-    stage = Generate(model if isinstance(model, str) else None, _PROVIDER, prompt=query, tracer_provider=provider)
+    stage = Generate(model if isinstance(model, str) else None, _PROVIDER, tracer_provider=provider)
     stage.auto_root = _provider.root_for(ROOT_NAME, query, provider)
-    stage.bedrock_request = context[_REQUEST]  # type: ignore[attr-defined]
-    return started(stage)
+    stage.bedrock_request = (query, base if isinstance(base, str) else None)  # type: ignore[attr-defined]
+    started(stage)
+    # the prompt only once the span is open: the model's prompt is the service's, holding what it
+    # retrieved, so the automatic root must not locate an earlier retrieval in the question
+    stage.set_prompt(query)
+    return stage
 
 
 def _record_generated(stage: Generate, parsed: dict[str, Any], context: dict[str, Any]) -> None:
