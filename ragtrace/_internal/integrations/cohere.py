@@ -180,7 +180,7 @@ def _cite(stage: Generate, answer: str, offsets: Mapping[Any, int], citations: S
             cited = get(source, "id")
             index = by_id.get(cited)
             if index is None:
-                index = by_text.get(content_digest(_text(get(source, "document"))))
+                index = _by_document(by_text, get(source, "document"))
             if index is None:
                 unknown.append(f"document_id={cited}")
                 continue
@@ -189,6 +189,17 @@ def _cite(stage: Generate, answer: str, offsets: Mapping[Any, int], citations: S
                 segments.append((*place, request.sources[index].chunk_id))
     provided = _provider.provided_by_index(request, refs)
     stage.provided = replace(provided, invalid=tuple(dict.fromkeys((*provided.invalid, *unknown))), segments=tuple(segments))
+
+
+def _by_document(by_text: Mapping[str, int], document: Any) -> int | None:
+    """The request's document a source carries back: the same data (an ``id`` the API added
+    aside), or, for a string document, which comes back as its one text field, that text."""
+    found = by_text.get(content_digest(_text(document)))
+    if found is None and isinstance(document, Mapping):
+        values = [v for k, v in document.items() if k != "id"]
+        if len(values) == 1 and isinstance(values[0], str):
+            found = by_text.get(content_digest(values[0]))
+    return found
 
 
 def _place(answer: str, offsets: Mapping[Any, int], citation: Any) -> tuple[int, int] | None:
