@@ -66,9 +66,10 @@ def off_then_on(spans, call):
     return off, on
 
 
-def check_main_case(spans, *, stream: bool) -> None:
+def check_main_case(spans, *, stream: bool, nested: bool = False) -> None:
+    """``nested``: the root sits under another instrumentor's span of the call."""
     root = spans.one("pipeline")
-    assert root.name == "invoke_workflow cohere" and "rag.root.abandoned" not in root.attributes
+    assert (root.parent is not None) is nested and root.name == "invoke_workflow cohere" and "rag.root.abandoned" not in root.attributes
     retrieved, assembled, generated = spans.one("retrieve"), spans.one("assemble"), spans.one("generate")
     assert {s.parent.span_id for s in (retrieved, assembled, generated)} == {root.context.span_id}
     assert list(retrieved.attributes["rag.retrieval.chunk_ids"]) == ["kb-a", "kb-b", "kb-c"]
