@@ -29,7 +29,9 @@ before is not). ``before-call`` is registered first on ``before-call.*.*``: a mo
 would run after a catch-all handler that answers the call (botocore's ``Stubber``), and for any
 other call it returns at once. A streamed response's ``EventStream`` reaches the app behind the
 transparent recording proxy every traced stream gets (``passthrough``): text and citations are
-read from the events the app consumed.
+read from the events the app consumed. The stage is not made the current span between the two
+handlers: a later ``before-call`` handler that raises (a ``Stubber`` with no response queued)
+skips ``after-call``, and would leave it current in the app's context.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ from ..retrieval import Retrieve
 from . import _provider
 from ._anthropic_blocks import Request
 from ._bedrock_blocks import cited_segments, citation_ref, converse_output, read_converse, result_chunk
-from ._common import add_usage, closed_with, inside_generation, started
+from ._common import add_usage, closed_with, inside_generation
 from .base import RagtraceInstrumentor
 
 _PROVIDER = "aws.bedrock"  # gen_ai.provider.name
@@ -173,11 +175,11 @@ def _open_retrieve(params: Mapping[str, Any], provider: trace.TracerProvider | N
     top_k = get(get(get(params, "retrievalConfiguration"), "vectorSearchConfiguration"), "numberOfResults")
     stage = Retrieve(query, data_source=base if isinstance(base, str) else None, top_k=top_k if isinstance(top_k, int) else None, tracer_provider=provider)
     stage.auto_root = auto_root.for_retrieval(ROOT_NAME, query, provider)
-    return started(stage)
+    stage.open()
+    return stage
 
 
 def _record_retrieve(stage: Retrieve, parsed: Mapping[str, Any], context: dict[str, Any]) -> None:
-    stage.detach()
     results = parsed.get("retrievalResults")
     if isinstance(results, list):
         stage.record([result_chunk(result) for result in results])
@@ -200,7 +202,7 @@ def _open_generated(params: Mapping[str, Any], provider: trace.TracerProvider | 
     stage = Generate(model if isinstance(model, str) else None, _PROVIDER, tracer_provider=provider)
     stage.auto_root = _provider.root_for(ROOT_NAME, query, provider)
     stage.bedrock_request = (query, base if isinstance(base, str) else None)  # type: ignore[attr-defined]
-    started(stage)
+    stage.open()
     # the prompt only once the span is open: the model's prompt is the service's, holding what it
     # retrieved, so the automatic root must not locate an earlier retrieval in the question
     stage.set_prompt(query)
@@ -208,7 +210,6 @@ def _open_generated(params: Mapping[str, Any], provider: trace.TracerProvider | 
 
 
 def _record_generated(stage: Generate, parsed: dict[str, Any], context: dict[str, Any]) -> None:
-    stage.detach()
     stream = parsed.get("stream")
     if stream is not None:  # retrieve_and_generate_stream: recorded as the app reads it
         parsed["stream"] = RecordingIterator(stream, stage, lambda events, error: _generated_stream(stage, events, error))
@@ -269,11 +270,11 @@ def _open_converse(params: Mapping[str, Any], provider: trace.TracerProvider | N
     )
     stage.auto_root = root
     stage.provider_request = request if request.sources else None  # type: ignore[attr-defined]
-    return started(stage)
+    stage.open()
+    return stage
 
 
 def _record_converse(stage: Generate, parsed: dict[str, Any], context: dict[str, Any]) -> None:
-    stage.detach()
     stream = parsed.get("stream")
     if stream is not None:  # converse_stream
         parsed["stream"] = RecordingIterator(stream, stage, lambda events, error: _converse_stream(stage, events, error))
