@@ -346,3 +346,53 @@ def test_other_services_are_left_alone(instrumented):
         stub.add_response("list_buckets", {"Buckets": []})
         assert s3.list_buckets()["Buckets"] == []
     assert instrumented.all() == []
+
+
+def test_documents_and_search_results_are_indexed_apart(instrumented):
+    """Search result 0 is A; document 0 is a text document D. The answer cites D by
+    ``documentChar`` and search result 5, which names no block: R = C = 2, cited D only, one
+    unknown citation; D's id is the keyed digest of its text."""
+    handbook = "Refunds over 500 euros need a manager's approval."
+    document = {"document": {"format": "txt", "name": "handbook", "source": {"text": handbook}, "citations": {"enabled": True}}}
+    char = {"location": {"documentChar": {"documentIndex": 0, "start": 0, "end": 10}}}
+    reply = dict(CONVERSE, output={"message": {"role": "assistant", "content": [{"citationsContent": {"content": [{"text": "Large ones need approval."}], "citations": [char, at_result(5)]}}]}})
+    runtime = client("bedrock-runtime")
+    with Stubber(runtime) as stub:
+        stub.add_response("converse", reply)
+        runtime.converse(modelId=MODEL_ID, messages=[{"role": "user", "content": [*search_blocks(RESULTS[:1]), document, {"text": QUESTION}]}])
+    assert list(instrumented.one("assemble").attributes["rag.context.chunk_ids"]) == [chunk_id(A), content_digest(handbook)]
+    generated = instrumented.one("generate")
+    assert list(generated.attributes["rag.citation.ids"]) == [content_digest(handbook)]
+    assert list(generated.attributes["rag.citation.invalid_labels"]) == ["search_result_index=5"]
+    got = metrics(instrumented.one("pipeline"))
+    assert (got["retrieved"], got["in_context"], got["cited"], got["unknown_citations"], list(got["cited_positions"])) == (2, 2, 1, 1, [2])
+
+
+def test_a_pdf_document_makes_the_citation_figures_not_measurable(instrumented):
+    """A PDF's text, so its tokens, are unknown: the figures that count them would be made up."""
+    pdf = {"document": {"format": "pdf", "name": "policy", "source": {"bytes": b"%PDF-1.7 ..."}, "citations": {"enabled": True}}}
+    page = {"location": {"documentPage": {"documentIndex": 0, "start": 1, "end": 2}}}
+    reply = dict(CONVERSE, output={"message": {"role": "assistant", "content": [{"citationsContent": {"content": [{"text": "See the policy."}], "citations": [page]}}]}})
+    runtime = client("bedrock-runtime")
+    with Stubber(runtime) as stub:
+        stub.add_response("converse", reply)
+        runtime.converse(modelId=MODEL_ID, messages=[{"role": "user", "content": [pdf, {"text": QUESTION}]}])
+    generated = instrumented.one("generate")
+    assert generated.attributes["rag.citation.status"] == "source_unreadable" and len(generated.attributes["rag.citation.ids"]) == 1
+    got = metrics(instrumented.one("pipeline"))
+    assert "source_unreadable" in got["status"] and "recall_proxy" not in got and "wasted_context_tokens" not in got
+
+
+def test_a_botocore_outside_the_range_is_left_alone_with_one_log_line(monkeypatch, caplog, spans):
+    from dataclasses import replace
+
+    from ragtrace._internal import integrations
+
+    monkeypatch.setitem(integrations.LIBRARIES, "bedrock", replace(integrations.LIBRARIES["bedrock"], requirements=("botocore >= 99",)))
+    before = list(handlers.BUILTIN_HANDLERS)
+    with caplog.at_level("WARNING", logger="ragtrace"):
+        assert ragtrace.instrument("bedrock") == []
+    assert [r.getMessage() for r in caplog.records if "bedrock" in r.getMessage()] == [
+        f"ragtrace: not instrumenting bedrock: botocore {__import__('botocore').__version__} is outside the supported range >=99"
+    ]
+    assert handlers.BUILTIN_HANDLERS == before

@@ -224,3 +224,32 @@ def test_uninstrument_restores_the_sdk(spans):
     assert [getattr(getattr(module, c), m) for c in ("V2Client", "AsyncV2Client") for m in ("chat", "chat_stream", "rerank", "embed")] == originals
     fake().client().chat(model=MODEL, messages=MESSAGES, documents=DOCUMENTS)
     assert spans.all() == []
+
+
+def test_a_cohere_outside_the_range_is_left_alone_with_one_log_line(monkeypatch, caplog, spans):
+    from dataclasses import replace
+
+    import cohere
+    from cohere.v2 import client as module
+
+    from ragtrace._internal import integrations
+
+    monkeypatch.setitem(integrations.LIBRARIES, "cohere", replace(integrations.LIBRARIES["cohere"], requirements=("cohere >= 99",)))
+    original = module.V2Client.chat
+    with caplog.at_level("WARNING", logger="ragtrace"):
+        assert ragtrace.instrument("cohere") == []
+    assert [r.getMessage() for r in caplog.records if "cohere" in r.getMessage()] == [
+        f"ragtrace: not instrumenting cohere: cohere {cohere.__version__} is outside the supported range >=99"
+    ]
+    assert module.V2Client.chat is original
+
+
+def test_a_non_ascii_answer_is_placed_in_characters(instrumented):
+    """Cohere counts characters: "Rückerstattung in 5 Tagen" starts at 0 and ends at 25, even
+    though "ü" is two bytes."""
+    answer = "Rückerstattung in 5 Tagen, Gutschrift sofort."
+    cited = [citation(answer, "Rückerstattung in 5 Tagen", ["kb-a"]), citation(answer, "Gutschrift sofort", ["kb-b"])]
+    FakeCohere(chat_response(answer, cited)).client().chat(model=MODEL, messages=MESSAGES, documents=DOCUMENTS)
+    generated = instrumented.one("generate")
+    assert list(generated.attributes["rag.citation.segment_starts"]) == [0, 27]
+    assert list(generated.attributes["rag.citation.segment_ends"]) == [25, 44]
