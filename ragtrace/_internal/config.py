@@ -151,7 +151,7 @@ def configure(
     if metrics is not None:
         if meter_provider is not None:
             raise ValueError("pass either metrics= or meter_provider=, not both")
-        prometheus_endpoint.address(metrics)  # raises on a bad spec before anything changes
+        prometheus_endpoint.ports(metrics)  # raises on a bad spec before anything changes
     if redactor is not None and not callable(redactor):
         raise TypeError("redactor must be a callable taking and returning a str")
     if not isinstance(openinference, bool):
@@ -171,13 +171,16 @@ def configure(
     sample = check_sample(full_content_sample, mode) if full_content_sample is not None else sample_from_environment(mode)
     key = keyed.check_key(hash_key)
 
-    if metrics is not None:  # first: a port already taken raises before anything changed
-        meter_provider = prometheus_endpoint.meter_provider(metrics, Resource.create({SERVICE_NAME: service_name} if service_name else {}))
+    # what can raise comes first: a missing extra, then a port already taken (the endpoint binds
+    # its new port before it closes the old one), so a failed configure() changes nothing
+    span_exporter, default_batch = own_provider.span_exporter(exporter) if exporter is not None else (None, False)
+    if metrics is not None:
+        served = Resource.create({SERVICE_NAME: service_name} if service_name else {})
+        meter_provider = prometheus_endpoint.meter_provider(metrics, served, INSTRUMENTATION_NAME)
     else:
         prometheus_endpoint.retire()
     provider = tracer_provider
-    if exporter is not None:
-        span_exporter, default_batch = own_provider.span_exporter(exporter)
+    if span_exporter is not None:
         use_batch = default_batch if batch is None else batch
         processor = BatchSpanProcessor(span_exporter) if use_batch else SimpleSpanProcessor(span_exporter)
         # an exporter may name resource attributes its backend routes by (Phoenix: the project)
@@ -326,4 +329,16 @@ def provider_given() -> None:
     PROVIDERS_GIVEN = True
 
 
-guard.new_locks_after_fork(__name__, "_config_lock")
+def _after_fork_in_child() -> None:
+    """A forked worker forgets the Prometheus endpoint it inherited (never waiting on it) and
+    records into its own, on the next free port of the configured range (docs/fleet.md)."""
+    global _config, _config_lock
+    _config_lock = threading.Lock()
+    with guard.guard("forked child: metrics"):
+        provider = prometheus_endpoint.after_fork(_config.meter_provider)
+        if provider is not _config.meter_provider:
+            _config = replace(_config, meter_provider=provider)
+
+
+if hasattr(os, "register_at_fork"):  # Windows: no fork
+    os.register_at_fork(after_in_child=_after_fork_in_child)
