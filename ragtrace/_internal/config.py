@@ -62,6 +62,9 @@ class Config:
     # streamed cursor of a million rows costs ragtrace this many items, never every row
     max_retrieved: int = 10_000
     max_open_roots: int = 256  # automatic roots open at once (``auto_root``); beyond, the oldest ends
+    # distinct values kept per app-supplied metric label (route, pipeline, version, model, data
+    # source, provider, error type, score name); later values are recorded as "other" (otel_metrics)
+    max_label_values: int = 50
 
 
 MAX_OPEN_ROOTS_ENV = "RAGTRACE_MAX_OPEN_ROOTS"
@@ -112,6 +115,7 @@ def configure(
     batch: bool | None = None,
     max_retrieved: int = 10_000,
     max_open_roots: int | None = None,
+    max_label_values: int = 50,
 ) -> trace.TracerProvider | None:
     """Configure ragtrace. Optional: without it ragtrace uses the app's global providers.
 
@@ -135,6 +139,10 @@ def configure(
     ``max_open_roots`` bounds the automatic roots (searches outside any ``rag_pipeline`` waiting
     for their answer) open at once; beyond it the oldest ends, ``rag.root.abandoned=capacity``
     (default ``RAGTRACE_MAX_OPEN_ROOTS``, else 256).
+    ``max_label_values`` (at least 1): distinct values each app-supplied metric label keeps
+    (route, pipeline, version, model, data source, provider, error type, score name); later ones
+    are recorded as ``"other"``, with one warning naming the label, so request data in a label
+    (``route=request.path``) can't grow memory or a scrape without bound.
 
     Returns the TracerProvider ragtrace will use (``None`` means the global one). Invalid arguments
     raise ``ValueError``/``TypeError`` here, at set-up time.
@@ -161,6 +169,8 @@ def configure(
             raise ValueError(f"{name} must be a non-negative int, got {value!r}")
     if not isinstance(max_retrieved, int) or isinstance(max_retrieved, bool) or max_retrieved < 1:
         raise ValueError(f"max_retrieved must be a positive int, got {max_retrieved!r}")
+    if not isinstance(max_label_values, int) or isinstance(max_label_values, bool) or max_label_values < 1:
+        raise ValueError(f"max_label_values must be a positive int, got {max_label_values!r}")
     if max_open_roots is None:
         max_open_roots = max_open_roots_from_environment()
     elif not isinstance(max_open_roots, int) or isinstance(max_open_roots, bool) or max_open_roots < 1:
@@ -204,6 +214,7 @@ def configure(
             tokenizer=tokenizer or DEFAULT_TOKENIZER,
             max_retrieved=max_retrieved,
             max_open_roots=max_open_roots,
+            max_label_values=max_label_values,
         )
     return provider
 
