@@ -328,6 +328,8 @@ METRICS_STATUS_ELSEWHERE: Final = (STATUS_DELEGATED,)
 # the rag.metrics.status label of rag.pipeline.runs besides the reasons
 METRICS_STATUS_MEASURED: Final = "measured"  # every figure of the run was measured
 METRICS_STATUS_OTHER: Final = "other"  # a reason missing from METRICS_STATUS_REASONS (a ragtrace bug)
+# an app-supplied label's value past its first configure(max_label_values=) values (otel_metrics)
+LABEL_VALUE_OTHER: Final = "other"
 
 # --- OpenInference ----------------------------------------------------------------------------
 OI_SPAN_KIND: Final = "openinference.span.kind"

@@ -19,6 +19,7 @@ from typing import Any
 from opentelemetry import metrics
 
 from . import names
+from . import guard
 from .guard import new_locks_after_fork
 from .config import INSTRUMENTATION_NAME, VERSION, Config, global_meter_provider, meter_provider_unset
 
@@ -28,6 +29,17 @@ TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4
 RATIO_BUCKETS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 # judge and retrieval scores: 0-1 scores in tenths, then the usual 1-5 and 1-10 scales
 SCORE_BUCKETS = RATIO_BUCKETS + (2.0, 3.0, 4.0, 5.0, 10.0, 100.0)
+
+
+# Labels whose values the app supplies, from its configuration or from request data (route=
+# request.path): each keeps its first ``max_label_values`` distinct values per MeterProvider, and
+# later ones fold into LABEL_VALUE_OTHER, so neither ragtrace's memory nor a scrape grows with
+# traffic. The other labels are ragtrace's own fixed sets (stage, operation, status, kind).
+FOLDED_LABELS = (
+    names.GEN_AI_WORKFLOW_NAME, names.RAG_PIPELINE_VERSION, names.RAG_PIPELINE_ROUTE, names.GEN_AI_DATA_SOURCE_ID,
+    names.GEN_AI_REQUEST_MODEL, names.GEN_AI_PROVIDER_NAME, names.ERROR_TYPE, names.RAG_EVAL_NAME,
+)
+MAX_SEEN = 10_000  # label sets remembered as given their zeros; beyond, later sets get none
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +58,7 @@ class Instruments:
     wasted_tokens: metrics.Histogram
     eval_score: metrics.Histogram
     seen: set[frozenset[tuple[str, Any]]] = field(default_factory=set)  # label sets given their zeros
+    kept: dict[str, set[Any]] = field(default_factory=lambda: {name: set() for name in FOLDED_LABELS})
 
 
 _cache: weakref.WeakKeyDictionary[Any, Instruments] = weakref.WeakKeyDictionary()
@@ -100,10 +113,10 @@ def _maker(create: Any) -> Any:
 
 
 def first_seen(found: Instruments, labels: dict[str, Any]) -> bool:
-    """True the first time ``labels`` come by (bounded: labels are). A race gives two Trues: a
-    second 0 added, harmless."""
+    """True the first time ``labels`` come by, for the first MAX_SEEN label sets (folded labels
+    bound them; the cap bounds the product too). A race gives two Trues: a second 0, harmless."""
     key = frozenset(labels.items())
-    if key in found.seen:
+    if key in found.seen or len(found.seen) >= MAX_SEEN:
         return False
     found.seen.add(key)
     return True
@@ -118,10 +131,26 @@ def status_label(status: str | None) -> str:
     return first if first in names.METRICS_STATUS_REASONS else names.METRICS_STATUS_OTHER
 
 
-def labels(pipeline: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
-    """Bounded metric attributes: the pipeline's name/version plus the stage's own."""
+def labels(found: Instruments, limit: int, pipeline: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
+    """Bounded metric attributes: the pipeline's name/version/route plus the stage's own, each
+    folded label past its first ``limit`` values (``configure(max_label_values=)``) as "other"."""
     values = dict(pipeline)
     values.update({k: v for k, v in extra.items() if v is not None})
+    kept = found.kept
+    for name, value in values.items():
+        seen = kept.get(name)
+        if seen is None or value in seen:
+            continue
+        if len(seen) < limit:
+            seen.add(value)  # two threads may both add past the limit: a value or two more, harmless
+            continue
+        values[name] = names.LABEL_VALUE_OTHER
+        guard.warn_once(
+            f"label-folded:{name}",
+            "metric label %s has more than %d distinct values (request data in a label, e.g. route=request.path?); "
+            "later values are recorded as %r. Raise the limit with configure(max_label_values=...) if they are bounded",
+            name, limit, names.LABEL_VALUE_OTHER,
+        )
     return values
 
 
