@@ -396,3 +396,26 @@ def test_a_botocore_outside_the_range_is_left_alone_with_one_log_line(monkeypatc
         f"ragtrace: not instrumenting bedrock: botocore {__import__('botocore').__version__} is outside the supported range >=99"
     ]
     assert handlers.BUILTIN_HANDLERS == before
+
+
+def test_clients_of_boto3s_existing_default_session_are_covered(spans):
+    """boto3's default session made before instrument() gets the handlers too (a client made
+    from it afterwards is traced), and loses them at uninstrument()."""
+    import boto3
+
+    boto3.setup_default_session(aws_access_key_id="AKIDEXAMPLE", aws_secret_access_key="secret", region_name="us-east-1")
+    try:
+        for on in (True, False):
+            if on:
+                ragtrace.instrument("bedrock")
+            agent = boto3.client("bedrock-agent-runtime")
+            with Stubber(agent) as stub:
+                stub.add_response("retrieve", {"retrievalResults": RESULTS})
+                agent.retrieve(knowledgeBaseId=KB, retrievalQuery={"text": QUESTION})
+            if on:
+                ragtrace.uninstrument("bedrock")
+                assert len(spans.by_stage("retrieve")) == 1
+                spans.clear()
+        assert spans.by_stage("retrieve") == []
+    finally:
+        boto3.DEFAULT_SESSION = None

@@ -82,10 +82,10 @@ class BedrockInstrumentor(RagtraceInstrumentor):
         self._hooks = hooks
         self._specs = hooks.specs(handlers.REGISTER_FIRST)
         handlers.BUILTIN_HANDLERS.extend(self._specs)
-        self._sessions = [s for s in (_default_session(),) if s is not None]
-        for session in self._sessions:
+        self._emitters = [s.get_component("event_emitter") for s in (_default_session(),) if s is not None]
+        for emitter in self._emitters:
             for spec in self._specs:
-                register = session.register_first if len(spec) == 3 else session.register
+                register = emitter.register_first if len(spec) == 3 else emitter.register
                 register(spec[0], spec[1], unique_id=_unique_id(spec))
 
     def _uninstrument(self, **kwargs: Any) -> None:
@@ -95,9 +95,9 @@ class BedrockInstrumentor(RagtraceInstrumentor):
         for spec in self._specs:
             if spec in handlers.BUILTIN_HANDLERS:
                 handlers.BUILTIN_HANDLERS.remove(spec)
-        for session in self._sessions:
+        for emitter in self._emitters:
             for spec in self._specs:
-                session.unregister(spec[0], spec[1], unique_id=_unique_id(spec))
+                emitter.unregister(spec[0], spec[1], unique_id=_unique_id(spec))
 
 
 def _default_session() -> Any:
