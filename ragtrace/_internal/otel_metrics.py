@@ -26,6 +26,9 @@ from .config import INSTRUMENTATION_NAME, VERSION, Config, global_meter_provider
 # GenAI semantic-convention bucket boundaries (seconds and tokens); ratio buckets for the proxies.
 DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
 TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864)
+# stage durations: sub-10 ms bounds first, since a vector or cache lookup often takes 1 ms and the
+# convention's first bound (10 ms) would put every fast retrieval at an interpolated 9.5 ms
+STAGE_DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, *DURATION_BUCKETS)
 RATIO_BUCKETS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 # judge and retrieval scores: 0-1 scores in tenths, then the usual 1-5 and 1-10 scales
 SCORE_BUCKETS = RATIO_BUCKETS + (2.0, 3.0, 4.0, 5.0, 10.0, 100.0)
@@ -77,7 +80,7 @@ def instruments(config: Config) -> Instruments | None:
         meter = provider.get_meter(INSTRUMENTATION_NAME, VERSION)
         histogram, counter = _maker(meter.create_histogram), _maker(meter.create_counter)
         found = Instruments(
-            duration=histogram(names.METRIC_OPERATION_DURATION, DURATION_BUCKETS),
+            duration=histogram(names.METRIC_OPERATION_DURATION, STAGE_DURATION_BUCKETS),
             top_score=histogram(names.METRIC_RETRIEVAL_TOP_SCORE, SCORE_BUCKETS),
             context_tokens=histogram(names.METRIC_CONTEXT_TOKENS, TOKEN_BUCKETS),
             recall_proxy=histogram(names.METRIC_RECALL_PROXY_HISTOGRAM, RATIO_BUCKETS),
