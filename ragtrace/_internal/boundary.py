@@ -36,7 +36,7 @@ from .guard import guard, new_locks_after_fork
 from .stage import STAGE_KEY
 
 # the packages whose frames stand between the app and a stage: the caller is the first frame outside them
-_NOT_THE_CALLER = frozenset({"ragtrace", "wrapt", "openai", "anthropic"})
+_NOT_THE_CALLER = frozenset({"ragtrace", "wrapt", "openai", "anthropic", "litellm"})
 # the frames of a list, dict or set comprehension (Python < 3.12) run within their function's call
 _INLINE_CODE = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>"})
 _MAX_HOPS = 64  # span parents followed up to a request span

@@ -120,6 +120,8 @@ RAG_RERANK_OUTPUT_COUNT: Final = "rag.rerank.output_count"
 RAG_RERANK_INPUT_IDS: Final = "rag.rerank.input_ids"
 RAG_RERANK_OUTPUT_IDS: Final = "rag.rerank.output_ids"
 RAG_RERANK_OUTPUT_SCORES: Final = "rag.rerank.output_scores"
+# what a reranking API billed the call, in its own units (Cohere's search units, through LiteLLM)
+RAG_RERANK_SEARCH_UNITS: Final = "rag.rerank.search_units"
 
 # --- ragtrace: context assembly ---------------------------------------------------------------
 RAG_CONTEXT_INCLUSION_METHOD: Final = "rag.context.inclusion_method"
@@ -341,6 +343,8 @@ OI_LLM_PROVIDER: Final = "llm.provider"
 OI_LLM_TOKEN_COUNT_PROMPT: Final = "llm.token_count.prompt"
 OI_LLM_TOKEN_COUNT_COMPLETION: Final = "llm.token_count.completion"
 OI_LLM_TOKEN_COUNT_TOTAL: Final = "llm.token_count.total"
+# the call's cost in USD as the gateway priced it (LiteLLM's response_cost); OpenInference's key
+OI_LLM_COST_TOTAL: Final = "llm.cost.total"
 OI_PROMPT_TEMPLATE: Final = "llm.prompt_template.template"  # Assemble.render's template
 OI_PROMPT_TEMPLATE_VARIABLES: Final = "llm.prompt_template.variables"  # its variables, a JSON object
 OI_LLM_INPUT_MESSAGES: Final = "llm.input_messages"  # .{i}.message.role / .message.content
@@ -491,6 +495,7 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(RAG_RERANK_INPUT_IDS, "string[]", "rerank", False, "Candidate ids; only where reranker.input_documents does not carry them all (openinference=False, more than max_documents)."),
     AttributeInfo(RAG_RERANK_OUTPUT_IDS, "string[]", "rerank", False, "Kept ids in new order."),
     AttributeInfo(RAG_RERANK_OUTPUT_SCORES, "double[]", "rerank", False, "Rerank scores aligned with output_ids; only where reranker.output_documents does not carry them all (as input_ids)."),
+    AttributeInfo(RAG_RERANK_SEARCH_UNITS, "double", "rerank", False, "Search units the reranking API billed (LiteLLM's rerank: Cohere's meta.billed_units.search_units), when it reports them."),
     AttributeInfo(RAG_CONTEXT_INCLUSION_METHOD, "string", "assemble", False, "recorded (ragtrace placed the chunks), declared (the app declared each chunk's rendered text, found in order in the prompt), provider (the model API's own source blocks or file_search results, in block order) or located (chunk text searched for in a user-built prompt)."),
     AttributeInfo(RAG_CONTEXT_CHUNK_IDS, "string[]", "assemble", False, "In-context chunk ids in prompt order."),
     AttributeInfo(RAG_CONTEXT_POSITIONS, "int[]", "assemble", False, "1-based prompt positions aligned with chunk_ids."),
@@ -547,6 +552,7 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(OI_LLM_TOKEN_COUNT_PROMPT, "int", "embed, generate", False, "Prompt tokens."),
     AttributeInfo(OI_LLM_TOKEN_COUNT_COMPLETION, "int", "generate", False, "Completion tokens."),
     AttributeInfo(OI_LLM_TOKEN_COUNT_TOTAL, "int", "embed, generate", False, "Total tokens."),
+    AttributeInfo(OI_LLM_COST_TOTAL, "double", "generate, rerank", False, "The call's cost in USD as LiteLLM priced it (response_cost), when LiteLLM knows the model's price; absent, never 0, when it doesn't."),
     AttributeInfo(OI_PROMPT_TEMPLATE, "string", "assemble", True, "The template Assemble.render filled (chat templates as JSON messages)."),
     AttributeInfo(OI_PROMPT_TEMPLATE_VARIABLES, "string", "assemble", True, "Its variables besides {context}, as a JSON object."),
     AttributeInfo(OI_LLM_INPUT_MESSAGES + ".{i}.message.{role,content}", "string", "generate", True, "Chat prompt messages, only where gen_ai.input.messages did not go out whole (redact and hash modes: role and [redacted]; a cut prompt); Phoenix derives them from gen_ai.input.messages otherwise."),

@@ -69,6 +69,13 @@ LIBRARIES: dict[str, Library] = {
             ("anthropic >= 0.50, < 3",),
             "anthropic",
         ),
+        Library(
+            "litellm",
+            "ragtrace._internal.integrations.litellm",
+            "LiteLLMInstrumentor",
+            ("litellm >= 1.70, < 2",),
+            "litellm",
+        ),
     )
 }
 
