@@ -88,6 +88,11 @@ class AutoRoot:
     def _accepts(self) -> bool:
         return not self.closed and self.answer is None and self.owner.contains_caller()
 
+    def accepts(self) -> bool:
+        """Whether a stage opened here now would join this root: open, not answered yet, not idle,
+        and this caller's request's (a provider call that brings its own sources answers it)."""
+        return not self._idle() and self._accepts()
+
     def _idle(self) -> bool:
         return self.answer is None and not self.expecting and time.monotonic() - self.touched > IDLE_SECONDS
 

@@ -275,6 +275,15 @@ class Generate(Stage):
         if self.provided is not None:
             attrs.set(names.RAG_CITATION_GRANULARITY, self.provided.granularity)
             attrs.set(names.RAG_CITATION_FILE_IDS, list(self.provided.files) or None)
+            segments = self.provided.segments
+            if segments:  # positions and ids, not content
+                attrs.set_many(
+                    {
+                        names.RAG_CITATION_SEGMENT_STARTS: [start for start, _, _ in segments],
+                        names.RAG_CITATION_SEGMENT_ENDS: [end for _, end, _ in segments],
+                        names.RAG_CITATION_SEGMENT_IDS: [chunk_id for _, _, chunk_id in segments],
+                    }
+                )
         if citations is not None and self.citation_status is None and context is not None:
             # invalid means "names no chunk of the context": without a context it is not measured
             out_of_context = self.answer.out_of_context_citations if self.answer is not None else None

@@ -70,6 +70,20 @@ LIBRARIES: dict[str, Library] = {
             "anthropic",
         ),
         Library(
+            "bedrock",
+            "ragtrace._internal.integrations.bedrock",
+            "BedrockInstrumentor",
+            ("botocore >= 1.35, < 2",),
+            "bedrock",
+        ),
+        Library(
+            "cohere",
+            "ragtrace._internal.integrations.cohere",
+            "CohereInstrumentor",
+            ("cohere >= 5.11, < 8",),
+            "cohere",
+        ),
+        Library(
             "litellm",
             "ragtrace._internal.integrations.litellm",
             "LiteLLMInstrumentor",

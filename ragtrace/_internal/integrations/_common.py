@@ -165,3 +165,10 @@ def call_wrappers(
         return call_guarded(label, record, stage, kwargs, result, default=result)
 
     return sync, asynchronous
+
+
+def add_usage(stage: Any, **values: Any) -> None:
+    """What a provider's response says of the call (``input_tokens``, ``output_tokens``,
+    ``finish_reasons``...) where ``Generate.record`` can't read it from the output itself (the
+    integration read the SDK's own shapes); None values are left out."""
+    stage._usage.update({key: value for key, value in values.items() if value is not None})
