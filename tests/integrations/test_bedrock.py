@@ -314,16 +314,19 @@ def test_redact_mode_exports_no_text_uri_title_or_answer(spans):
             agent.retrieve_and_generate(input={"text": f"{marker} question"}, retrieveAndGenerateConfiguration=R_AND_G)
         blocks = [{"searchResult": {**b["searchResult"], "title": f"{marker} title"}} for b in search_blocks(found["retrievalResults"])]
         reply = {"output": {"message": {"role": "assistant", "content": [{"citationsContent": {"content": [{"text": answer}], "citations": [at_result(0)]}}]}}, "stopReason": "end_turn", "usage": {"inputTokens": 1, "outputTokens": 1, "totalTokens": 2}, "metrics": {"latencyMs": 1}}
+        messages = [{"role": "user", "content": [*blocks, {"text": f"{marker} question"}]}]
         with Stubber(runtime) as stub:
             stub.add_response("converse", reply)
-            runtime.converse(modelId=MODEL_ID, messages=[{"role": "user", "content": [*blocks, {"text": f"{marker} question"}]}], system=[{"text": f"{marker} system"}])
+            runtime.converse(modelId=MODEL_ID, messages=messages, system=[{"text": f"{marker} system"}])
+        answer_stream(runtime, [("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": answer}}), ("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"citation": at_result(1)}})])
+        list(runtime.converse_stream(modelId=MODEL_ID, messages=messages)["stream"])
+        answer_stream(agent, [("output", {"text": answer}), ("citation", citation(answer, answer, [result(*planted[1][:2])]))])
+        list(agent.retrieve_and_generate_stream(input={"text": f"{marker} question"}, retrieveAndGenerateConfiguration=R_AND_G)["stream"])
     finally:
         ragtrace.uninstrument("bedrock")
     exported = repr([(s.name, dict(s.attributes), [e.attributes for e in s.events]) for s in spans.all()])
     assert marker not in exported and "s3://" not in exported
-    assert len(spans.by_stage("generate")) == 2
-    converse = [g for g in spans.by_stage("generate") if g.name == f"chat {MODEL_ID}"][0]
-    assert list(converse.attributes["rag.citation.ids"]) == [chunk_id(planted[0])]
+    assert [list(g.attributes["rag.citation.ids"]) for g in spans.by_stage("generate")] == [[chunk_id(p)] for p in (planted[0], planted[0], planted[1], planted[1])]
 
 
 def test_uninstrument_removes_the_handlers(spans):
