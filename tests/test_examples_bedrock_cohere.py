@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from integrations.test_instrument import console_spans, example_without, metrics, stages_by_trace, under_opentelemetry_instrument
 from test_examples import assert_same_app_without_ragtrace, by_trace, example_env, figures, read_spans, root_of, run, run_ok, stage, without_ragtrace_lines
 
 ENV = {"RAGTRACE_HASH_KEY": "examples"}
@@ -63,3 +64,22 @@ def test_the_examples_without_their_ragtrace_lines_are_the_same_apps(tmp_path: P
     done = run(plain, cwd=tmp_path, env=example_env(**ENV))
     assert done.returncode == 0, done.stderr
     assert done.stdout == run_ok("bedrock_knowledge_base", f"jsonl:{tmp_path / 'spans.jsonl'}", cwd=tmp_path, env=example_env(**ENV))
+
+
+@pytest.mark.parametrize("disabled", ["bedrock,cohere", ""], ids=["ragtrace-only", "beside-openinference-and-openllmetry"])
+def test_opentelemetry_instrument_traces_the_plain_bedrock_example(tmp_path: Path, disabled: str):
+    """examples/bedrock_knowledge_base.py with every ragtrace line removed, under
+    ``opentelemetry-instrument``: the ``ragtrace_bedrock`` entry point alone gives the same two
+    pipelines and figures (``bedrock`` names OpenInference's and OpenLLMetry's entry points: with
+    it not disabled, theirs run too)."""
+    app = example_without("bedrock_knowledge_base", tmp_path, ("import ragtrace", "ragtrace."))
+    assert "ragtrace" not in app.read_text(encoding="utf-8")
+    done = under_opentelemetry_instrument(app, disabled=disabled, RAGTRACE_HASH_KEY="examples")
+    answers = [line for line in done.stdout.splitlines() if line.startswith("A (")]
+    assert [a.split(": ", 1)[1] for a in answers] == ["Refunds take 5 business days, or store credit is immediate."] * 2
+    traces = [t for t in stages_by_trace(console_spans(done.stdout)).values() if "pipeline" in t]
+    assert len(traces) == 2
+    first, second = sorted(traces, key=len, reverse=True)
+    got = metrics(first["pipeline"])
+    assert (got["retrieved"], got["in_context"], got["cited"], got["cited_positions"]) == (3, 3, 2, [1, 2])
+    assert metrics(second["pipeline"])["status"] == "no_retrieval,no_context,cited_references_only"

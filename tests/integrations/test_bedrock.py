@@ -290,6 +290,8 @@ def test_a_service_error_passes_through_and_ends_the_pipeline(instrumented):
     assert raised.value.response["Error"]["Code"] == "ThrottlingException"
     generated, root = instrumented.one("generate"), instrumented.one("pipeline")
     assert generated.status.status_code.name == "ERROR" and root.end_time is not None
+    (event,) = [e for e in generated.events if e.name == "exception"]
+    assert event.attributes["exception.type"].endswith("ClientError") and "ThrottlingException" in event.attributes["exception.message"]
 
 
 def test_invalid_parameters_raise_before_any_span_opens(instrumented):

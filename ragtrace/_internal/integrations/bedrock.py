@@ -149,22 +149,22 @@ class _Hooks:
         operation, stage = found
         status = getattr(http_response, "status_code", 200)
         if not isinstance(parsed, dict) or not isinstance(status, int) or status >= 300:
-            call_guarded(_LABEL, closed_with, stage, _ServiceError(get(get(parsed, "Error"), "Code")))
+            call_guarded(_LABEL, closed_with, stage, _service_error(parsed, operation))
             return
         call_guarded(_LABEL, _RECORDERS[operation], stage, parsed, context)
 
     def after_error(self, exception: Any = None, context: Any = None, **_: Any) -> None:
         found = context.pop(_STAGE, None) if isinstance(context, dict) else None
         if found is not None:
-            call_guarded(_LABEL, closed_with, found[1], exception if isinstance(exception, BaseException) else _ServiceError(None))
+            call_guarded(_LABEL, closed_with, found[1], exception if isinstance(exception, BaseException) else _service_error(None, found[0]))
 
 
-class _ServiceError(Exception):
-    """What a failed call's span ends with: botocore raises the app's ``ClientError`` only after
-    its ``after-call`` handlers ran, so the span records the service's error code."""
+def _service_error(parsed: Any, operation: str) -> BaseException:
+    """What a failed call's span ends with: the ``ClientError`` botocore raises to the app right
+    after its ``after-call`` handlers ran (the same class family, code and message)."""
+    from botocore.exceptions import ClientError
 
-    def __init__(self, code: Any) -> None:
-        super().__init__(f"Bedrock returned an error ({code})" if isinstance(code, str) else "Bedrock returned an error")
+    return ClientError(parsed if isinstance(parsed, dict) else {}, operation)
 
 
 # --- bedrock-agent-runtime -----------------------------------------------------------------------
