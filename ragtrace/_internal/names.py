@@ -281,6 +281,9 @@ STATUS_EMPTY_CONTEXT: Final = "empty_context"
 STATUS_NO_ANSWER: Final = "no_answer"
 # why an answer's citations are not scored (``Answer.unmeasured``; ``rag.citation.status``)
 STATUS_ANSWER_UNREADABLE: Final = "answer_unreadable"  # an output ragtrace could not read as text
+# a stream that ran out without its final event and without an error (a dropped connection: no
+# Anthropic message_stop, no OpenAI finish_reason): part of an answer, not the answer
+STATUS_ANSWER_INCOMPLETE: Final = "answer_incomplete"
 STATUS_CITATION_PATTERN_FAILED: Final = "citation_pattern_failed"  # the user's citation_pattern raised
 STATUS_CITATIONS_UNRESOLVED: Final = "citations_unresolved"  # located context with gaps: a citation ragtrace can't resolve
 STATUS_INTERNAL_ERROR: Final = "internal_error"  # ragtrace's own fault while scoring (logged once)
@@ -317,7 +320,7 @@ STATUS_DELEGATED: Final = "delegated"
 STATUS_TELEMETRY_OFF: Final = "telemetry_off"
 METRICS_STATUS_REASONS: Final = frozenset({
     STATUS_NO_RETRIEVAL, STATUS_EMPTY_RETRIEVAL, STATUS_UNREADABLE_RETRIEVAL, STATUS_RETRIEVAL_TRUNCATED, STATUS_NO_CONTEXT,
-    STATUS_EMPTY_CONTEXT, STATUS_NO_ANSWER, STATUS_ANSWER_UNREADABLE, STATUS_CITATION_PATTERN_FAILED,
+    STATUS_EMPTY_CONTEXT, STATUS_NO_ANSWER, STATUS_ANSWER_UNREADABLE, STATUS_ANSWER_INCOMPLETE, STATUS_CITATION_PATTERN_FAILED,
     STATUS_CITATIONS_UNRESOLVED, STATUS_INTERNAL_ERROR, STATUS_CONTEXT_NOT_LOCATED, STATUS_CITATIONS_FILE_LEVEL, STATUS_SOURCE_UNREADABLE,
     STATUS_RESULTS_NOT_INCLUDED, STATUS_CITED_REFERENCES_ONLY, STATUS_STATE_EVICTED, STATUS_REQUEST_SPLIT,
     STATUS_OUTSIDE_PIPELINE, STATUS_CONTEXT_UNKNOWN, STATUS_REMOTE_CONTEXT_MISSING, STATUS_REMOTE_CONTEXT_INVALID,
@@ -529,7 +532,7 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(RAG_CITATION_OUT_OF_CONTEXT_COUNT, "int", "generate", False, "Invalid citations naming a retrieved chunk that was not in the context (by its id, or a declared label that did not reach the prompt)."),
     AttributeInfo(RAG_CITATION_UNKNOWN_COUNT, "int", "generate", False, "Invalid citations naming nothing retrieved."),
     AttributeInfo(RAG_CITATION_OUT_OF_CONTEXT_IDS, "string[]", "generate", False, "The retrieved chunks the out-of-context citations name, first-cited first (absent when none)."),
-    AttributeInfo(RAG_CITATION_STATUS, "string", "generate", False, "Why the answer's citations are not scored: answer_unreadable, citation_pattern_failed, citations_unresolved, context_not_located, citations_file_level, results_not_included, cited_references_only, source_unreadable, internal_error, state_evicted, outside_pipeline, context_unknown, request_split, remote_context_missing, remote_context_invalid or remote_context_too_large (absent when scored)."),
+    AttributeInfo(RAG_CITATION_STATUS, "string", "generate", False, "Why the answer's citations are not scored: answer_unreadable, answer_incomplete, citation_pattern_failed, citations_unresolved, context_not_located, citations_file_level, results_not_included, cited_references_only, source_unreadable, internal_error, state_evicted, outside_pipeline, context_unknown, request_split, remote_context_missing, remote_context_invalid or remote_context_too_large (absent when scored)."),
     AttributeInfo(RAG_CITATION_FORMAT, "string", "generate", False, "json, inline, provider (the model API's citation objects) or none."),
     AttributeInfo(RAG_CITATION_GRANULARITY, "string", "generate", False, "Provider citations only: chunk (each names one source block) or file (each names a file; it resolves to that file's results)."),
     AttributeInfo(RAG_CITATION_FILE_IDS, "string[]", "generate", False, "File-level provider citations: the cited file ids, first-cited first (known also without the results)."),
