@@ -66,6 +66,23 @@ def test_a_forked_child_never_blocks_in_configure_on_the_inherited_endpoint(tmp_
     assert runs_total(parent) == 1.0
 
 
+def test_a_forked_child_reconfigures_an_inherited_exporter_and_endpoint_without_blocking(tmp_path):
+    """The span exporter's batch thread and the endpoint's server thread are both the parent's."""
+    parent = free_port()
+    ragtrace.configure(exporter=f"jsonl:{tmp_path / 'parent.jsonl'}", metrics=f"prometheus:127.0.0.1:{parent}")
+    one_run()
+
+    def child() -> str:
+        provider = ragtrace.configure(exporter=f"jsonl:{tmp_path / 'child.jsonl'}", metrics=f"prometheus:127.0.0.1:{free_port()}")
+        one_run("child")
+        provider.force_flush()
+        ragtrace.configure()
+        return str(sum(1 for _ in open(tmp_path / "child.jsonl")))
+
+    assert int(in_forked_child(child, tmp_path)) >= 1
+    assert runs_total(parent) == 1.0
+
+
 def test_a_fork_pool_worker_never_blocks_in_configure(tmp_path):
     parent = free_port()
     ragtrace.configure(metrics=f"prometheus:127.0.0.1:{parent}")

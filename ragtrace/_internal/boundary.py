@@ -39,7 +39,7 @@ from .stage import STAGE_KEY
 
 # the packages whose frames stand between the app and a stage: the caller is the first frame outside
 # them (other instrumentors' wrappers of the same SDK call among them)
-_NOT_THE_CALLER = frozenset({"ragtrace", "wrapt", "openai", "anthropic", "botocore", "boto3", "cohere", "opentelemetry", "openinference"})
+_NOT_THE_CALLER = frozenset({"ragtrace", "wrapt", "openai", "anthropic", "botocore", "boto3", "cohere", "litellm", "opentelemetry", "openinference"})
 # the frames of a list, dict or set comprehension (Python < 3.12) run within their function's call
 _INLINE_CODE = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>"})
 _MAX_HOPS = 64  # span parents followed up to a request span

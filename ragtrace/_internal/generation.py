@@ -148,6 +148,12 @@ class Generate(Stage):
             type(output).__qualname__,
         )
 
+    def drop_token_counts(self) -> None:
+        """Token counts recorded from an output that were estimated, not reported by the provider
+        (LiteLLM counts a stream's tokens itself when none came): not measured, so not recorded."""
+        self._usage.pop("input_tokens", None)
+        self._usage.pop("output_tokens", None)
+
     def stream_done(self, pieces: Iterable[Any]) -> None:
         """A whole stream that was already consumed and timed with ``item_arrived`` (the generator
         decorator's collected pieces)."""

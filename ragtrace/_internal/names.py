@@ -352,6 +352,8 @@ OI_LLM_PROVIDER: Final = "llm.provider"
 OI_LLM_TOKEN_COUNT_PROMPT: Final = "llm.token_count.prompt"
 OI_LLM_TOKEN_COUNT_COMPLETION: Final = "llm.token_count.completion"
 OI_LLM_TOKEN_COUNT_TOTAL: Final = "llm.token_count.total"
+# the call's cost in USD as the gateway priced it (LiteLLM's response_cost); OpenInference's key
+OI_LLM_COST_TOTAL: Final = "llm.cost.total"
 OI_PROMPT_TEMPLATE: Final = "llm.prompt_template.template"  # Assemble.render's template
 OI_PROMPT_TEMPLATE_VARIABLES: Final = "llm.prompt_template.variables"  # its variables, a JSON object
 OI_LLM_INPUT_MESSAGES: Final = "llm.input_messages"  # .{i}.message.role / .message.content
@@ -562,6 +564,7 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(OI_LLM_TOKEN_COUNT_PROMPT, "int", "embed, generate", False, "Prompt tokens."),
     AttributeInfo(OI_LLM_TOKEN_COUNT_COMPLETION, "int", "generate", False, "Completion tokens."),
     AttributeInfo(OI_LLM_TOKEN_COUNT_TOTAL, "int", "embed, generate", False, "Total tokens."),
+    AttributeInfo(OI_LLM_COST_TOTAL, "double", "generate, rerank", False, "The call's cost in USD as LiteLLM priced it (response_cost), when LiteLLM knows the model's price; absent, never 0, when it doesn't."),
     AttributeInfo(OI_PROMPT_TEMPLATE, "string", "assemble", True, "The template Assemble.render filled (chat templates as JSON messages)."),
     AttributeInfo(OI_PROMPT_TEMPLATE_VARIABLES, "string", "assemble", True, "Its variables besides {context}, as a JSON object."),
     AttributeInfo(OI_LLM_INPUT_MESSAGES + ".{i}.message.{role,content}", "string", "generate", True, "Chat prompt messages, only where gen_ai.input.messages did not go out whole (redact and hash modes: role and [redacted]; a cut prompt); Phoenix derives them from gen_ai.input.messages otherwise."),

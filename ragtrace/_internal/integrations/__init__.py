@@ -83,6 +83,13 @@ LIBRARIES: dict[str, Library] = {
             ("cohere >= 5.11, < 8",),
             "cohere",
         ),
+        Library(
+            "litellm",
+            "ragtrace._internal.integrations.litellm",
+            "LiteLLMInstrumentor",
+            ("litellm >= 1.70, < 2",),
+            "litellm",
+        ),
     )
 }
 

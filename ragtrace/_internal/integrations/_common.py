@@ -39,9 +39,14 @@ def inside_generation() -> bool:
     return isinstance(attributes, Mapping) and attributes.get(names.RAG_STAGE) == names.STAGE_GENERATE
 
 
-def generating(stage: Stage) -> Token[Stage | None]:
+def generating(stage: Stage | None) -> Token[Stage | None]:
     """Mark ``stage`` as the framework model call in progress in this context (``inside_generation``)."""
     return _framework_generation.set(stage)
+
+
+def generating_stage() -> Stage | None:
+    """The model call marked in progress in this context (``generating``), if any."""
+    return _framework_generation.get()
 
 
 def generated(token: Token[Stage | None]) -> None:
