@@ -157,19 +157,24 @@ def test_identical_outputs_with_ragtrace_on_and_off(spans, server):
 
     url, _ = server
 
-    def run() -> tuple:
+    def run(rerank_url: str) -> tuple:
         plain = app(litellm, url)
         streamed = [c.choices[0].delta.content for c in app(litellm, url, stream=True)]
-        return plain.choices[0].message.model_dump(), plain.usage.model_dump(), plain.model, streamed
+        page = litellm.vector_stores.search(vector_store_id="vs_kb", query=QUESTION, api_base=f"{url}/v1", api_key="k")
+        with ragtrace.rag_pipeline("rerank"):
+            reranked = litellm.rerank(model="cohere/rerank-english-v3.0", query=QUESTION, documents=["a", "b", "c"], api_base=rerank_url, api_key="k")
+        return plain.choices[0].message.model_dump(), plain.usage.model_dump(), plain.model, streamed, page, reranked.results, reranked.meta
 
-    off = run()
-    ragtrace.instrument("litellm")
-    try:
-        on = run()
-        settled(spans, count=2)
-    finally:
-        ragtrace.uninstrument("litellm")
+    for rerank_url in serve(CohereRerank):
+        off = run(rerank_url)
+        ragtrace.instrument("litellm")
+        try:
+            on = run(rerank_url)
+            settled(spans, count=4)
+        finally:
+            ragtrace.uninstrument("litellm")
     assert on == off
+    assert len(spans.by_stage("rerank")) == 1 and len(spans.by_stage("retrieve")) == 3  # it was on
 
 
 def test_inside_a_rag_pipeline_the_root_waits_for_the_answer_logged_after_the_call(litellm, spans):
