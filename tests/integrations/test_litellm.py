@@ -376,3 +376,42 @@ def test_with_the_openai_integration_on_too_the_call_is_recorded_once(litellm, s
         assert len(spans.by_stage("generate")) == 1
     finally:
         ragtrace.uninstrument("openai")
+
+
+class AnthropicMessages(QuietHandler):
+    """``POST /v1/messages`` like Anthropic's: a text block citing the first document (``char_location``)
+    and a text block citing nothing."""
+
+    def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+        self.body()
+        cited = {"type": "char_location", "document_title": "Refunds", "cited_text": "Refunds take 5 days.", "document_index": 0, "start_char_index": 0, "end_char_index": 20}
+        message = {
+            "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5", "stop_reason": "end_turn", "stop_sequence": None,
+            "usage": {"input_tokens": 120, "output_tokens": 12},
+            "content": [{"type": "text", "text": "Refunds take 5 days.", "citations": [cited]}, {"type": "text", "text": " Anything else?"}],
+        }
+        self.reply(json.dumps(message).encode(), "application/json")
+
+
+def test_claudes_citations_through_litellm_are_the_providers(litellm, spans):
+    """Document blocks with citations enabled, through ``completion(model="anthropic/...")``:
+    LiteLLM passes the blocks on as given and returns Claude's citation objects in
+    ``provider_specific_fields["citations"]``. By hand: 2 documents given (provider context), the
+    answer cites document 0: retrieved 2, in context 2, cited 1, recall 1/2, utilisation 1/2."""
+    documents = ["Refunds take 5 days.", "Shipping is free."]
+    blocks = [{"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": text}, "title": f"doc {n}", "citations": {"enabled": True}} for n, text in enumerate(documents)]
+    for url in serve(AnthropicMessages):
+        response = litellm.completion(
+            model="anthropic/claude-sonnet-4-5", messages=[{"role": "user", "content": [*blocks, {"type": "text", "text": QUESTION}]}], api_base=url, api_key="k", max_tokens=100
+        )
+    assert response.choices[0].message.provider_specific_fields["citations"][0][0]["document_index"] == 0
+    settled(spans)
+    ids = [keyed.content_digest(text) for text in documents]
+    root, assembled, generated = spans.one("pipeline"), spans.one("assemble"), spans.one("generate")
+    assert root.name == "invoke_workflow litellm" and "rag.root.abandoned" not in root.attributes
+    assert list(spans.one("retrieve").attributes["rag.retrieval.chunk_ids"]) == ids
+    assert assembled.attributes["rag.context.inclusion_method"] == "provider" and list(assembled.attributes["rag.context.chunk_ids"]) == ids
+    assert generated.attributes["rag.citation.format"] == "provider" and list(generated.attributes["rag.citation.ids"]) == ids[:1]
+    got = metrics(root)
+    assert (got["inclusion_method"], got["retrieved"], got["in_context"], got["cited"]) == ("provider", 2, 2, 1)
+    assert got["recall_proxy"] == 0.5 and got["context_utilization"] == 0.5 and got["context_precision"] == 1.0
