@@ -66,7 +66,7 @@ def test_a_forked_child_never_blocks_in_configure_on_the_inherited_endpoint(tmp_
     assert runs_total(parent) == 1.0
 
 
-def test_a_forked_child_reconfigures_an_inherited_exporter_and_endpoint_without_blocking(tmp_path):
+def test_a_forked_child_reconfigures_an_inherited_exporter_and_endpoint_without_blocking(tmp_path, global_provider_slot):
     """The span exporter's batch thread and the endpoint's server thread are both the parent's."""
     parent = free_port()
     ragtrace.configure(exporter=f"jsonl:{tmp_path / 'parent.jsonl'}", metrics=f"prometheus:127.0.0.1:{parent}")

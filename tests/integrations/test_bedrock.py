@@ -424,3 +424,18 @@ def test_clients_of_boto3s_existing_default_session_are_covered(spans):
         assert spans.by_stage("retrieve") == []
     finally:
         boto3.DEFAULT_SESSION = None
+
+
+def test_a_retrieve_and_generate_stream_closed_early_scores_what_the_app_read(instrumented):
+    """The app reads the first text event and the first citation, then closes: the answer is that
+    text and cites A only, placed at 0-20; the retrieval stays not measurable."""
+    agent = client("bedrock-agent-runtime")
+    answer_stream(agent, [("output", {"text": "Refunds take 5 days. "}), ("citation", CITATIONS[0]), ("output", {"text": "Store credit is immediate."}), ("citation", CITATIONS[1])])
+    stream = agent.retrieve_and_generate_stream(input={"text": QUESTION}, retrieveAndGenerateConfiguration=R_AND_G)["stream"]
+    read = [event for _, event in zip(range(2), stream)]
+    stream.close()
+    assert "citation" in read[-1]
+    generated = instrumented.one("generate")
+    assert list(generated.attributes["rag.citation.ids"]) == [chunk_id(A)]
+    assert (list(generated.attributes["rag.citation.segment_starts"]), list(generated.attributes["rag.citation.segment_ends"])) == ([0], [20])
+    assert "cited_references_only" in metrics(instrumented.one("pipeline"))["status"]

@@ -157,19 +157,24 @@ def test_identical_outputs_with_ragtrace_on_and_off(spans, server):
 
     url, _ = server
 
-    def run() -> tuple:
+    def run(rerank_url: str) -> tuple:
         plain = app(litellm, url)
         streamed = [c.choices[0].delta.content for c in app(litellm, url, stream=True)]
-        return plain.choices[0].message.model_dump(), plain.usage.model_dump(), plain.model, streamed
+        page = litellm.vector_stores.search(vector_store_id="vs_kb", query=QUESTION, api_base=f"{url}/v1", api_key="k")
+        with ragtrace.rag_pipeline("rerank"):
+            reranked = litellm.rerank(model="cohere/rerank-english-v3.0", query=QUESTION, documents=["a", "b", "c"], api_base=rerank_url, api_key="k")
+        return plain.choices[0].message.model_dump(), plain.usage.model_dump(), plain.model, streamed, page, reranked.results, reranked.meta
 
-    off = run()
-    ragtrace.instrument("litellm")
-    try:
-        on = run()
-        settled(spans, count=2)
-    finally:
-        ragtrace.uninstrument("litellm")
+    for rerank_url in serve(CohereRerank):
+        off = run(rerank_url)
+        ragtrace.instrument("litellm")
+        try:
+            on = run(rerank_url)
+            settled(spans, count=4)
+        finally:
+            ragtrace.uninstrument("litellm")
     assert on == off
+    assert len(spans.by_stage("rerank")) == 1 and len(spans.by_stage("retrieve")) == 3  # it was on
 
 
 def test_inside_a_rag_pipeline_the_root_waits_for_the_answer_logged_after_the_call(litellm, spans):
@@ -371,3 +376,42 @@ def test_with_the_openai_integration_on_too_the_call_is_recorded_once(litellm, s
         assert len(spans.by_stage("generate")) == 1
     finally:
         ragtrace.uninstrument("openai")
+
+
+class AnthropicMessages(QuietHandler):
+    """``POST /v1/messages`` like Anthropic's: a text block citing the first document (``char_location``)
+    and a text block citing nothing."""
+
+    def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+        self.body()
+        cited = {"type": "char_location", "document_title": "Refunds", "cited_text": "Refunds take 5 days.", "document_index": 0, "start_char_index": 0, "end_char_index": 20}
+        message = {
+            "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5", "stop_reason": "end_turn", "stop_sequence": None,
+            "usage": {"input_tokens": 120, "output_tokens": 12},
+            "content": [{"type": "text", "text": "Refunds take 5 days.", "citations": [cited]}, {"type": "text", "text": " Anything else?"}],
+        }
+        self.reply(json.dumps(message).encode(), "application/json")
+
+
+def test_claudes_citations_through_litellm_are_the_providers(litellm, spans):
+    """Document blocks with citations enabled, through ``completion(model="anthropic/...")``:
+    LiteLLM passes the blocks on as given and returns Claude's citation objects in
+    ``provider_specific_fields["citations"]``. By hand: 2 documents given (provider context), the
+    answer cites document 0: retrieved 2, in context 2, cited 1, recall 1/2, utilisation 1/2."""
+    documents = ["Refunds take 5 days.", "Shipping is free."]
+    blocks = [{"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": text}, "title": f"doc {n}", "citations": {"enabled": True}} for n, text in enumerate(documents)]
+    for url in serve(AnthropicMessages):
+        response = litellm.completion(
+            model="anthropic/claude-sonnet-4-5", messages=[{"role": "user", "content": [*blocks, {"type": "text", "text": QUESTION}]}], api_base=url, api_key="k", max_tokens=100
+        )
+    assert response.choices[0].message.provider_specific_fields["citations"][0][0]["document_index"] == 0
+    settled(spans)
+    ids = [keyed.content_digest(text) for text in documents]
+    root, assembled, generated = spans.one("pipeline"), spans.one("assemble"), spans.one("generate")
+    assert root.name == "invoke_workflow litellm" and "rag.root.abandoned" not in root.attributes
+    assert list(spans.one("retrieve").attributes["rag.retrieval.chunk_ids"]) == ids
+    assert assembled.attributes["rag.context.inclusion_method"] == "provider" and list(assembled.attributes["rag.context.chunk_ids"]) == ids
+    assert generated.attributes["rag.citation.format"] == "provider" and list(generated.attributes["rag.citation.ids"]) == ids[:1]
+    got = metrics(root)
+    assert (got["inclusion_method"], got["retrieved"], got["in_context"], got["cited"]) == ("provider", 2, 2, 1)
+    assert got["recall_proxy"] == 0.5 and got["context_utilization"] == 0.5 and got["context_precision"] == 1.0

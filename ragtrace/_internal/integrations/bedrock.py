@@ -138,7 +138,7 @@ class _Hooks:
         if found is None or not self.active:  # not a call of ours: nothing more to do
             return
         operation, params = found
-        stage = call_guarded(_LABEL, _OPENERS[operation], params, self.provider, context)
+        stage = call_guarded(_LABEL, _OPENERS[operation], params, self.provider)
         if stage is not None:
             context[_STAGE] = (operation, stage)
 
@@ -151,7 +151,7 @@ class _Hooks:
         if not isinstance(parsed, dict) or not isinstance(status, int) or status >= 300:
             call_guarded(_LABEL, closed_with, stage, _service_error(parsed, operation))
             return
-        call_guarded(_LABEL, _RECORDERS[operation], stage, parsed, context)
+        call_guarded(_LABEL, _RECORDERS[operation], stage, parsed)
 
     def after_error(self, exception: Any = None, context: Any = None, **_: Any) -> None:
         found = context.pop(_STAGE, None) if isinstance(context, dict) else None
@@ -168,7 +168,7 @@ def _service_error(parsed: Any, operation: str) -> BaseException:
 
 
 # --- bedrock-agent-runtime -----------------------------------------------------------------------
-def _open_retrieve(params: Mapping[str, Any], provider: trace.TracerProvider | None, context: dict[str, Any]) -> Retrieve:
+def _open_retrieve(params: Mapping[str, Any], provider: trace.TracerProvider | None) -> Retrieve:
     query = get(get(params, "retrievalQuery"), "text")
     query = query if isinstance(query, str) else None
     base = params.get("knowledgeBaseId")
@@ -179,7 +179,7 @@ def _open_retrieve(params: Mapping[str, Any], provider: trace.TracerProvider | N
     return stage
 
 
-def _record_retrieve(stage: Retrieve, parsed: Mapping[str, Any], context: dict[str, Any]) -> None:
+def _record_retrieve(stage: Retrieve, parsed: Mapping[str, Any]) -> None:
     results = parsed.get("retrievalResults")
     if isinstance(results, list):
         stage.record([result_chunk(result) for result in results])
@@ -188,7 +188,7 @@ def _record_retrieve(stage: Retrieve, parsed: Mapping[str, Any], context: dict[s
     stage.close()
 
 
-def _open_generated(params: Mapping[str, Any], provider: trace.TracerProvider | None, context: dict[str, Any]) -> Generate | None:
+def _open_generated(params: Mapping[str, Any], provider: trace.TracerProvider | None) -> Generate | None:
     """``retrieve_and_generate(_stream)``: the generate span, in the automatic root outside a
     pipeline; its retrieve span is written with the response (what it can say comes from there)."""
     if inside_generation():
@@ -209,7 +209,7 @@ def _open_generated(params: Mapping[str, Any], provider: trace.TracerProvider | 
     return stage
 
 
-def _record_generated(stage: Generate, parsed: dict[str, Any], context: dict[str, Any]) -> None:
+def _record_generated(stage: Generate, parsed: dict[str, Any]) -> None:
     stream = parsed.get("stream")
     if stream is not None:  # retrieve_and_generate_stream: recorded as the app reads it
         parsed["stream"] = RecordingIterator(stream, stage, lambda events, error: _generated_stream(stage, events, error))
@@ -249,7 +249,7 @@ def _generated_stream(stage: Generate, events: list[Any] | None, error: BaseExce
 
 
 # --- bedrock-runtime Converse --------------------------------------------------------------------
-def _open_converse(params: Mapping[str, Any], provider: trace.TracerProvider | None, context: dict[str, Any]) -> Generate | None:
+def _open_converse(params: Mapping[str, Any], provider: trace.TracerProvider | None) -> Generate | None:
     if inside_generation():
         return None
     messages = params.get("messages")
@@ -274,7 +274,7 @@ def _open_converse(params: Mapping[str, Any], provider: trace.TracerProvider | N
     return stage
 
 
-def _record_converse(stage: Generate, parsed: dict[str, Any], context: dict[str, Any]) -> None:
+def _record_converse(stage: Generate, parsed: dict[str, Any]) -> None:
     stream = parsed.get("stream")
     if stream is not None:  # converse_stream
         parsed["stream"] = RecordingIterator(stream, stage, lambda events, error: _converse_stream(stage, events, error))

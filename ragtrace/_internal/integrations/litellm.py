@@ -4,7 +4,10 @@
   and provider LiteLLM resolved, the request's messages, temperature and max tokens, and from the
   logged response its answer, usage, response model and id, LiteLLM's ``response_cost``
   (``llm.cost.total``, when LiteLLM knows the model's price) and, for a stream, the time to the
-  first chunk LiteLLM measured;
+  first chunk LiteLLM measured. A plain completion that gives Claude ``document`` blocks is a RAG
+  call as in the Anthropic integration (``_provider``): retrieve and assemble spans of the blocks
+  (``provider``), and the citations LiteLLM passes on in ``provider_specific_fields`` resolved
+  exactly;
 - ``vector_stores.search`` / ``asearch`` is a retrieve span (``file_id#digest`` chunk ids, as the
   OpenAI SDK's search gets): outside any ``rag_pipeline`` it opens the automatic root that the
   answer's completion joins (``auto_root``, named ``litellm``), where the chunks are located in
@@ -40,7 +43,8 @@ from ..keyed import warn_if_random
 from ..outputs import get
 from ..retrieval import Rerank, Retrieve
 from ..stage import Stage
-from . import _litellm_calls
+from . import _litellm_calls, _provider
+from ._anthropic_blocks import message_refs, read_request
 from ._common import generated, generating, generating_stage, inside_generation
 from .base import RagtraceInstrumentor
 from .openai_vector_stores import search_result_chunk
@@ -254,6 +258,10 @@ def _provider_name(kwargs: Mapping[str, Any]) -> str | None:
 # --- the stages -------------------------------------------------------------------------------------
 def _generation(model: Any, messages: Any, kwargs: Mapping[str, Any], provider: trace.TracerProvider | None) -> Generate:
     options = kwargs.get("optional_params") or {}
+    request = read_request(messages) if _provider_name(kwargs) == "anthropic" and not kwargs.get("stream") else None
+    root = None
+    if request is not None and request.sources:  # Claude is given document blocks: a RAG call, as in the SDK's integration
+        root = _provider.root_for(ROOT_NAME, request.query, provider)  # here, in the caller's context
     stage = Generate(
         model if isinstance(model, str) else None,
         _provider_name(kwargs),
@@ -263,6 +271,8 @@ def _generation(model: Any, messages: Any, kwargs: Mapping[str, Any], provider: 
         tracer_provider=provider,
     )
     stage.litellm_call = True  # type: ignore[attr-defined]
+    stage.provider_request = request if request is not None and request.sources else None  # type: ignore[attr-defined]
+    stage.auto_root = root
     return stage
 
 
@@ -270,8 +280,13 @@ def _record_generation(stage: Generate, logged: _Logged | None, error: BaseExcep
     """Runs in the caller's context once the call's end is logged (or given up: ``logged`` None)."""
     if logged is not None and logged.start is not None:
         stage.start_time = logged.start
+    request = getattr(stage, "provider_request", None)
+    if request is not None:  # the blocks the model was given: their retrieve and assemble spans first
+        request = _provider.record_sources(request, stage.auto_root, stage._provider)
     stage.open()
     if logged is not None and logged.response is not None:
+        if request is not None:
+            stage.provided = _provider.provided_by_index(request, message_refs(_cited_blocks(logged.response)))
         if logged.kwargs.get("stream"):
             stage.stream_done(())  # the logged response is the whole stream, assembled by LiteLLM
             first = _ns(logged.kwargs.get("completion_start_time"))
@@ -292,6 +307,15 @@ def _usage_streamed(kwargs: Mapping[str, Any]) -> bool:
     sends it (Anthropic's streams)."""
     options = kwargs.get("stream_options") or get(kwargs.get("optional_params"), "stream_options")
     return bool(get(options, "include_usage")) or _provider_name(kwargs) in _USAGE_IN_EVERY_STREAM
+
+
+def _cited_blocks(response: Any) -> list[dict[str, Any]]:
+    """Claude's citations as LiteLLM passes them on: ``provider_specific_fields["citations"]``,
+    one list per text block that had any (each citation with the block's ``supported_text``), read
+    as the text blocks they came from."""
+    choices = get(response, "choices") or ()
+    fields = get(get(choices[0], "message"), "provider_specific_fields") if choices else None
+    return [{"type": "text", "citations": list(block)} for block in get(fields, "citations") or () if isinstance(block, (list, tuple))]
 
 
 def _set_cost(stage: Stage, kwargs: Mapping[str, Any]) -> None:
