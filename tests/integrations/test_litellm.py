@@ -415,3 +415,20 @@ def test_claudes_citations_through_litellm_are_the_providers(litellm, spans):
     got = metrics(root)
     assert (got["inclusion_method"], got["retrieved"], got["in_context"], got["cited"]) == ("provider", 2, 2, 1)
     assert got["recall_proxy"] == 0.5 and got["context_utilization"] == 0.5 and got["context_precision"] == 1.0
+
+
+def test_a_call_whose_end_is_never_logged_is_given_up_and_its_pipeline_ends(litellm, server, spans):
+    """A stream the app abandons after one chunk: LiteLLM never logs its end. The pipeline waits,
+    then the call is given up (at exit, or after STALE_SECONDS at the next LiteLLM event): the
+    generate span is made without a result and the root ends, its figures saying no answer."""
+    url, _ = server
+    with ragtrace.rag_pipeline("abandoned", query=QUESTION):
+        stream = litellm.completion(model="openai/gpt-4o-mini", messages=[{"role": "user", "content": QUESTION}], api_base=f"{url}/v1", api_key="k", stream=True)
+        next(iter(stream))
+    del stream
+    time.sleep(0.5)
+    assert _litellm_calls.pending_count() == 1 and spans.by_stage("pipeline") == []  # the root waits for it
+    _litellm_calls.give_up_all()
+    root, generated = spans.one("pipeline"), spans.one("generate")
+    assert generated.parent.span_id == root.context.span_id and "gen_ai.output.messages" not in generated.attributes
+    assert "rag.metrics.cited" not in root.attributes and root.attributes["rag.metrics.status"]

@@ -168,6 +168,7 @@ def _pre_call(model: Any, messages: Any, kwargs: Mapping[str, Any], provider: tr
         if _covered():
             return  # another generate span records this call (the app's own, a framework's)
         stage: Stage = _generation(model, messages, kwargs, provider)
+        stage.litellm_call = call_id  # type: ignore[attr-defined]
     elif call_type in _SEARCH:
         stage = _search(kwargs, provider)
     elif call_type in _RERANK:
@@ -270,7 +271,6 @@ def _generation(model: Any, messages: Any, kwargs: Mapping[str, Any], provider: 
         max_tokens=get(options, "max_tokens") or get(options, "max_completion_tokens"),
         tracer_provider=provider,
     )
-    stage.litellm_call = True  # type: ignore[attr-defined]
     stage.provider_request = request if request is not None and request.sources else None  # type: ignore[attr-defined]
     stage.auto_root = root
     return stage
@@ -278,6 +278,7 @@ def _generation(model: Any, messages: Any, kwargs: Mapping[str, Any], provider: 
 
 def _record_generation(stage: Generate, logged: _Logged | None, error: BaseException | None) -> None:
     """Runs in the caller's context once the call's end is logged (or given up: ``logged`` None)."""
+    _marks.pop(getattr(stage, "litellm_call", None), None)  # type: ignore[arg-type]  # a call given up never had its end event
     if logged is not None and logged.start is not None:
         stage.start_time = logged.start
     request = getattr(stage, "provider_request", None)
