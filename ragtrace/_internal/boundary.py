@@ -5,7 +5,10 @@ and by every stage's ``open``; docs/integrations.md ("Request boundaries") state
 A root is owned by the request that made its first search, known in one of two ways:
 
 1. **Its request span**: the span current at that search, when it is a valid span ragtrace did
-   not make (a web framework's SERVER span, or any span of the app). A stage joins only when its
+   not make (a web framework's SERVER span, or any span of the app) and not a CONSUMER span (a
+   messaging span may be one message's or a whole batch's: under one long CONSUMER span around a
+   consumer loop, taking it for the request would merge the messages it handles, so the call that
+   searched owns the root instead, rule 2). A stage joins only when its
    own current span is that span or one under it (a fan-out to tasks or threads that carry the
    span joins too), and the root ends when that span ends: a span processor added to the span's
    TracerProvider sees it end (``_RequestEnds``).
@@ -127,14 +130,15 @@ def gone(owner: Owner, frames: dict[int, FrameType]) -> bool:
 
 
 def _request_span() -> trace.Span | None:
-    """The current span when it is a valid one ragtrace did not make, else None."""
+    """The current span when it is a valid one ragtrace did not make and that stands for one
+    request (not a CONSUMER span, which may hold a batch), else None."""
     span = trace.get_current_span()
     if not span.get_span_context().is_valid:
         return None
     stage = otel_context.get_value(STAGE_KEY)
     if stage is not None and getattr(stage, "span", None) is span:
         return None
-    if _model_call(span):
+    if _model_call(span) or getattr(span, "kind", None) is trace.SpanKind.CONSUMER:
         return None
     return span
 

@@ -283,3 +283,17 @@ def test_an_api_error_passes_through_and_ends_the_pipeline(instrumented):
     generated, root = instrumented.one("generate"), instrumented.one("pipeline")
     assert generated.status.status_code.name == "ERROR" and root.end_time is not None
     assert len(instrumented.by_stage("retrieve")) == 1  # the sources were given, whatever the model did
+
+
+def test_the_hash_key_line_is_given_only_when_a_digest_id_is_exported(instrumented, no_hash_key, caplog):
+    """Without a hash key, ids made of a keyed digest differ between processes: said once, in
+    one line. Search results whose sources are the app's URLs and ids have none: nothing to say."""
+    import logging
+
+    with caplog.at_level(logging.WARNING, logger="ragtrace"):
+        FakeAnthropic(message(ANSWER)).client().messages.create(**ask(RESULTS))
+        said = [r.getMessage() for r in caplog.records if "no hash key is set" in r.getMessage()]
+        assert said == [] and list(instrumented.one("retrieve").attributes["rag.retrieval.chunk_ids"]) == [A[0], B[0], C[0]]
+        FakeAnthropic(message([("The handbook says so.", [at_chars(0, "Refunds")])])).client().messages.create(**ask([document("Refunds take 5 days.")]))
+        said = [r.getMessage() for r in caplog.records if "no hash key is set" in r.getMessage()]
+    assert len(said) == 1 and "RAGTRACE_HASH_KEY" in said[0]

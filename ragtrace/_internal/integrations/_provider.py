@@ -23,7 +23,7 @@ from opentelemetry import trace
 from .. import auto_root, figures, names, state as state_module
 from ..assemble_stage import Assemble
 from ..chunks import Chunk
-from ..keyed import content_digest, warn_if_random
+from ..keyed import content_digest, holds_digest, warn_if_random
 from ..provided import Provided, Source, by_index, context_record
 from ..retrieval import Retrieve
 from ._anthropic_blocks import Request
@@ -74,7 +74,7 @@ def record_retrieval(
         stage.record(
             [{"id": s.chunk_id, "content": s.text, "score": scores[i] if scores else None} for i, s in enumerate(sources)]
         )
-        if sources and not stage.inert:  # ids with a keyed digest in them were exported
+        if not stage.inert and any(holds_digest(s.chunk_id) for s in sources):  # ids with a keyed digest in them were exported
             warn_if_random("provider chunk ids (file_id#digest, source#digest, a document's digest) differ between processes")
     elif stage.attrs is not None:
         stage.attrs.set(names.RAG_RETRIEVAL_STATUS, status)
