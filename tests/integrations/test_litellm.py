@@ -87,7 +87,18 @@ def app(litellm, url: str, **options) -> object:
 
 async def async_app(litellm, url: str) -> object:
     page = await litellm.vector_stores.asearch(vector_store_id="vs_kb", query=QUESTION, max_num_results=3, api_base=f"{url}/v1", api_key="k")
-    return await litellm.acompletion(model="openai/gpt-4o-mini", messages=prompt(page), api_base=f"{url}/v1", api_key="k")
+    response = await litellm.acompletion(model="openai/gpt-4o-mini", messages=prompt(page), api_base=f"{url}/v1", api_key="k")
+    await logged()
+    return response
+
+
+async def logged() -> None:
+    """LiteLLM logs an async call's end in a task of the app's loop: a loop closed at once would
+    never run it (the app's own callbacks would miss it too). Keep it running, as a server's does."""
+    for _ in range(500):
+        if _litellm_calls.pending_count() == 0:
+            return
+        await asyncio.sleep(0.01)
 
 
 def check_trace(spans, *, stream: bool = False, usage: bool = True) -> None:
@@ -432,3 +443,21 @@ def test_a_call_whose_end_is_never_logged_is_given_up_and_its_pipeline_ends(lite
     root, generated = spans.one("pipeline"), spans.one("generate")
     assert generated.parent.span_id == root.context.span_id and "gen_ai.output.messages" not in generated.attributes
     assert "rag.metrics.cited" not in root.attributes and root.attributes["rag.metrics.status"]
+
+
+def test_a_router_call_is_one_generation_in_its_pipeline(litellm, spans):
+    """``litellm.Router`` (sync and async): one generate span per call, in the pipeline that made it."""
+    router = litellm.Router(model_list=[{"model_name": "support", "litellm_params": {"model": "gpt-4o-mini", "mock_response": "5 days."}}])
+
+    async def asynchronous() -> None:
+        with ragtrace.rag_pipeline("async-route"):
+            await router.acompletion(model="support", messages=[{"role": "user", "content": QUESTION}])
+        await logged()
+
+    with ragtrace.rag_pipeline("route"):
+        router.completion(model="support", messages=[{"role": "user", "content": QUESTION}])
+    asyncio.run(asynchronous())
+    settled(spans, count=2)
+    roots = {s.context.span_id: s.name for s in spans.by_stage("pipeline")}
+    assert sorted(roots[g.parent.span_id] for g in spans.by_stage("generate")) == ["invoke_workflow async-route", "invoke_workflow route"]
+    assert {g.name for g in spans.by_stage("generate")} == {"chat gpt-4o-mini"}
