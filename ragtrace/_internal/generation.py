@@ -163,7 +163,13 @@ class Generate(Stage):
         self._usage["stream"] = True
         for piece in pieces:
             self._collect(piece)
-        if getattr(pieces, "ran_out", False) and cut_off(pieces):
+        self.check_stream_end(pieces)
+
+    def check_stream_end(self, events: Iterable[Any] | None) -> None:
+        """The events of a stream that ran out by itself (``passthrough.Kept.ran_out``): cut off
+        when their protocol's final event is missing (``outputs.cut_off``). For integrations that
+        hand ``stream_done`` the text they read from the events, not the events."""
+        if getattr(events, "ran_out", False) and cut_off(events):  # type: ignore[arg-type]
             self.stream_cut_off()
 
     def stream_cut_off(self) -> None:

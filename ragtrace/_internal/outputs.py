@@ -266,12 +266,16 @@ def _anthropic_event(kind: str, event: Any) -> tuple[str | None, Usage]:
 
 # the events that end a Responses API stream (``response.incomplete``: a token limit, still an end)
 _RESPONSES_ENDS = frozenset({"response.completed", "response.incomplete", "response.failed"})
+_COHERE_EVENTS = ("message-", "content-", "citation-", "tool-plan-", "tool-call-")  # Cohere v2 chat_stream; ends with message-end
+# Bedrock converse_stream events, one key each; the answer ends with messageStop (metadata follows it)
+_CONVERSE_EVENTS = frozenset({"messageStart", "contentBlockStart", "contentBlockDelta", "contentBlockStop", "messageStop", "metadata"})
 
 
 def cut_off(pieces: Iterable[Any]) -> bool:
     """Whether a stream that ran out is missing the final event its protocol sends: OpenAI chunks
     end with a ``finish_reason``, Anthropic events with ``message_stop``, Responses API events with
-    ``response.completed`` (or ``.incomplete``/``.failed``). A dropped connection ends the SDK's
+    ``response.completed`` (or ``.incomplete``/``.failed``), Cohere's with ``message-end``, Bedrock
+    Converse's with ``messageStop``. A dropped connection ends the SDK's
     iterator without an error, so this is the only sign. False for pieces of no known protocol
     (strings, a framework's chunks): nothing says they were cut off."""
     known = False
@@ -292,6 +296,10 @@ def end_mark(piece: Any) -> bool | None:
     kind = get(piece, "type")
     if isinstance(kind, str) and kind.startswith(("message_", "content_block_", "response.")):
         return kind == "message_stop" or kind in _RESPONSES_ENDS
+    if isinstance(kind, str) and kind.startswith(_COHERE_EVENTS):
+        return kind == "message-end"
+    if isinstance(piece, Mapping) and len(piece) == 1 and next(iter(piece)) in _CONVERSE_EVENTS:
+        return "messageStop" in piece
     return None
 
 

@@ -186,6 +186,20 @@ def test_a_converse_stream_closed_early_scores_what_the_app_read(instrumented):
     assert (got["retrieved"], got["cited"], list(got["cited_positions"])) == (3, 1, [1]) and math.isclose(got["recall_proxy"], 1 / 3)
 
 
+def test_a_converse_stream_cut_off_before_message_stop_is_not_scored_as_a_whole_answer(instrumented):
+    """The connection drops after the first block (5 events) and botocore's EventStream just
+    ends: no messageStop. Scored as it stands: cited 1, recall 1/3 where the whole answer gives
+    2/3; not measurable instead (answer_incomplete)."""
+    runtime = client("bedrock-runtime")
+    answer_stream(runtime, CONVERSE_EVENTS[:5])
+    messages = [{"role": "user", "content": [*search_blocks(RESULTS), {"text": QUESTION}]}]
+    read = list(runtime.converse_stream(modelId=MODEL_ID, messages=messages)["stream"])
+    assert "contentBlockStop" in read[-1]
+    assert instrumented.one("generate").attributes["rag.citation.status"] == "answer_incomplete"
+    got = metrics(instrumented.one("pipeline"))
+    assert got["status"] == "answer_incomplete" and "recall_proxy" not in got and got["retrieved"] == 3
+
+
 def test_retrieve_alone_is_a_retrieve_span_with_scores(spans):
     def search() -> Any:
         agent = client("bedrock-agent-runtime")

@@ -137,6 +137,19 @@ def test_a_stream_closed_early_scores_what_the_app_read(instrumented):
     assert (got["cited"], list(got["cited_positions"])) == (1, [1]) and math.isclose(got["recall_proxy"], 1 / 3)
 
 
+def test_a_stream_cut_off_before_message_end_is_not_scored_as_a_whole_answer(instrumented):
+    """The connection drops after the text and the first citation (6 events) and the SDK's
+    iterator just ends: the app read all there was, but no message-end came. Scored as it stands
+    that would be cited 1, recall 1/3 (the whole answer: 2/3): not measurable (answer_incomplete)."""
+    server = fake()
+    server.events = server.events[:6]
+    read = list(server.client().chat_stream(model=MODEL, messages=MESSAGES, documents=DOCUMENTS))
+    assert read[-1].type == "citation-start"
+    assert instrumented.one("generate").attributes["rag.citation.status"] == "answer_incomplete"
+    got = metrics(instrumented.one("pipeline"))
+    assert got["status"] == "answer_incomplete" and "recall_proxy" not in got and (got["retrieved"], got["in_context"]) == (3, 3)
+
+
 def test_id_less_documents_and_an_unknown_source(instrumented):
     """A string document and one without an id get the keyed digest of their text; the ids the
     API generates for them (doc:0, doc:1) resolve by the document each source carries back (a

@@ -332,6 +332,7 @@ def _converse_stream(stage: Generate, events: list[Any] | None, error: BaseExcep
                 _usage(stage, get(event, "metadata") or get(event, "messageStop"))
             _cited(stage, [(ref, *blocks.get(index, (length, length))) for index, ref in cited])
             stage.stream_done(pieces)
+            stage.check_stream_end(events)
         stage.close(error)
 
 

@@ -261,6 +261,7 @@ def _stream_done(stage: Generate, events: list[Any] | None, error: BaseException
                 length += sum(map(len, found))
             _cite(stage, "".join(pieces), offsets, [c for c in citations if c is not None])
             stage.stream_done(pieces)
+            stage.check_stream_end(events)
         stage.close(error)
 
 
