@@ -70,13 +70,6 @@ LIBRARIES: dict[str, Library] = {
             "anthropic",
         ),
         Library(
-            "google_genai",
-            "ragtrace._internal.integrations.google_genai",
-            "GoogleGenAIInstrumentor",
-            ("google-genai >= 1.0, < 4",),
-            "google-genai",
-        ),
-        Library(
             "bedrock",
             "ragtrace._internal.integrations.bedrock",
             "BedrockInstrumentor",
@@ -96,6 +89,13 @@ LIBRARIES: dict[str, Library] = {
             "LiteLLMInstrumentor",
             ("litellm >= 1.70, < 2",),
             "litellm",
+        ),
+        Library(
+            "google_genai",
+            "ragtrace._internal.integrations.google_genai",
+            "GoogleGenAIInstrumentor",
+            ("google-genai >= 1.0, < 4",),
+            "google-genai",
         ),
     )
 }
