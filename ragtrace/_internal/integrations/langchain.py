@@ -32,9 +32,8 @@ from ..retrieval import Rerank, Retrieve
 from . import _langchain_agents, _langchain_assembly
 from ._common import generated, generating
 from .base import RagtraceInstrumentor
-from .runs import Run, Runs
+from .runs import Beside, Run, Runs
 
-_OPENINFERENCE_MODULE = "openinference.instrumentation.langchain"
 _ROOT_NAME = "langchain"
 _QUERY_KEYS = ("input", "question", "query")
 _ANSWER_KEYS = ("answer", "output", "result")
@@ -309,17 +308,52 @@ class _Handler:
             generated(run.data["generating"])
 
 
-def _beside(run_id: UUID, parent_run_id: UUID | None) -> Any:
-    """With OpenInference's LangChainInstrumentor on too, an outermost run's ragtrace spans go
-    under the span it made for the same run (its public ``get_span``), so both share one trace."""
-    module = sys.modules.get(_OPENINFERENCE_MODULE) if parent_run_id is None else None
-    if module is None:
+def _beside(run_id: UUID, parent_run_id: UUID | None) -> Beside:
+    """With another LangChain instrumentor on too, the span it made for the same outermost run, as
+    the context ragtrace's automatic root opens in, so both tools' spans share one trace. Neither
+    makes that span current before every handler has seen the run start, so it is looked up; where
+    it isn't there yet (under ``ainvoke`` ragtrace's inline handler sees the start before the
+    OpenTelemetry project's handler, which LangChain runs after the inline ones), the lookup is left
+    for when the root is first needed (``runs.Scope``)."""
+    if parent_run_id is not None:
         return None
-    other = module.LangChainInstrumentor()
-    if not other.is_instrumented_by_opentelemetry:
+    peers = []
+    for module_name, lookup in _PEERS:
+        module = sys.modules.get(module_name)
+        other = module.LangChainInstrumentor() if module is not None else None  # a singleton: the one in use
+        if other is not None and other.is_instrumented_by_opentelemetry:
+            peers.append((other, lookup))
+    if not peers:
         return None
+
+    def found() -> Any:
+        return next((c for c in (lookup(other, run_id) for other, lookup in peers) if c is not None), None)
+
+    context = found()
+    return context if context is not None else found
+
+
+def _openinference_span(other: Any, run_id: UUID) -> Any:
+    """OpenInference's ``LangChainInstrumentor`` keeps each run's span, public as ``get_span``."""
     span = other.get_span(run_id)
     return trace.set_span_in_context(span) if span is not None else None
+
+
+def _otel_genai_span(other: Any, run_id: UUID) -> Any:
+    """The OpenTelemetry project's (``opentelemetry-instrumentation-genai-langchain``) attaches a
+    run's span only once the callback manager returns, after every handler. Its handler is added
+    where the callback manager is made, before the configure hook adds ragtrace's, so the invocation
+    it started for this run is already registered: its ``context`` holds the span. None where the
+    run has no span of theirs (a chain they don't classify) or their internals moved."""
+    invocations = getattr(getattr(other, "_callback_handler", None), "_invocation_manager", None)
+    invocation = invocations.get_invocation(run_id) if hasattr(invocations, "get_invocation") else None
+    return getattr(invocation, "context", None)
+
+
+_PEERS = (
+    ("openinference.instrumentation.langchain", _openinference_span),
+    ("opentelemetry.instrumentation.genai.langchain", _otel_genai_span),
+)
 
 
 def _retrieve_stage(run: Run) -> Retrieve:

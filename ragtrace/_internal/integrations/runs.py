@@ -11,6 +11,7 @@ outermost chain opens a pipeline of its own (the automatic root) and closes it w
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,17 +26,56 @@ from ..pipeline import RagPipeline
 from ..stage import Stage
 
 _S = TypeVar("_S", bound=Stage)
+# Where an outermost run's automatic root opens: a context, a function finding one later, or the current one
+Beside = otel_context.Context | Callable[[], otel_context.Context | None] | None
 
 
-@dataclass(eq=False)
 class Scope:
-    """Where a run's stages go: under ``context``'s span, recording into ``state``."""
+    """Where a run's stages go: under ``context``'s span, recording into ``state``.
 
-    context: otel_context.Context
-    state: state_module.PipelineState | None
-    root: RagPipeline | None = None  # the automatic root this scope owns, if it opened one
-    extra: dict[str, Any] = field(default_factory=dict)  # the integration's own bookkeeping
-    lock: threading.RLock = field(default_factory=threading.RLock)
+    An automatic root whose parent span isn't known yet when its run starts (``later``: another
+    instrumentor's span for the same run, made after ragtrace's handler has seen the start) opens
+    on first use of ``context``, ``state`` or ``root``, backdated to the run's start, under what
+    ``later`` found then."""
+
+    def __init__(
+        self,
+        context: otel_context.Context,
+        state: state_module.PipelineState | None,
+        root: RagPipeline | None = None,  # the automatic root this scope owns, if it opened one
+        *,
+        later: Callable[[], None] | None = None,
+    ) -> None:
+        self._context, self._state, self._root = context, state, root
+        self._later = later
+        self.extra: dict[str, Any] = {}  # the integration's own bookkeeping
+        self.lock = threading.RLock()
+
+    def _ready(self) -> None:
+        if self._later is not None:
+            with self.lock:
+                later, self._later = self._later, None
+                if later is not None:
+                    later()
+
+    @property
+    def context(self) -> otel_context.Context:
+        self._ready()
+        return self._context
+
+    @context.setter
+    def context(self, value: otel_context.Context) -> None:
+        self._context = value
+
+    @property
+    def state(self) -> state_module.PipelineState | None:
+        self._ready()
+        return self._state
+
+    @property
+    def root(self) -> RagPipeline | None:
+        self._ready()
+        return self._root
 
 
 @dataclass(eq=False)
@@ -78,11 +118,12 @@ class Runs:
         *,
         root_name: str | None = None,
         query: Any = None,
-        context: otel_context.Context | None = None,
+        context: Beside = None,
     ) -> Run:
         """Register a starting run. A run whose parent is known joins its scope; an outermost one
-        joins the user's current pipeline, or, given ``root_name``, opens an automatic root (under
-        ``context``, default the current one: another instrumentor's span for the same run)."""
+        joins the user's current pipeline, or, given ``root_name``, opens an automatic root under
+        ``context`` (default the current one): another instrumentor's span for the same run, or a
+        function that finds it once the root is first needed (``Scope``), else None."""
         parent = self.get(parent_id) if parent_id is not None else None
         if parent is not None:
             run = Run(parent.scope, parent_id)
@@ -93,22 +134,22 @@ class Runs:
             self._runs[run_id] = run
         return run
 
-    def _outermost_scope(self, root_name: str | None, query: Any, context: otel_context.Context | None) -> Scope:
+    def _outermost_scope(self, root_name: str | None, query: Any, context: Beside) -> Scope:
         state = state_module.current()
         if state is not None:  # inside the user's rag_pipeline: its stages nest under it
             return self._user_scope(state)
-        context = context if context is not None else otel_context.get_current()
+        current = otel_context.get_current()
         if root_name is None:
-            return Scope(context, None)
+            found = context() if callable(context) else context
+            return Scope(found if found is not None else current, None)
         root = RagPipeline(root_name, tracer_provider=self.tracer_provider)
-        token = otel_context.attach(context)
-        try:
-            root.open()
-        finally:
-            otel_context.detach(token)
-        with guard("automatic root"):
-            root.set_query(query)
-        return Scope(trace.set_span_in_context(root.span), root.state, root=root)
+        if not callable(context):
+            scope = Scope(current, None, root)
+            _open_root(scope, query, context if context is not None else current)
+            return scope
+        root.start_time = time.time_ns()
+        scope = Scope(current, None, root, later=lambda: _open_root(scope, query, context() or current))
+        return scope
 
     def _user_scope(self, state: state_module.PipelineState) -> Scope:
         """One scope per user pipeline, so separate framework calls inside it share bookkeeping.
@@ -145,6 +186,20 @@ class Runs:
             stage.open()
         run.stage = stage
         return stage
+
+
+def _open_root(scope: Scope, query: Any, context: otel_context.Context) -> None:
+    """Open the scope's automatic root under ``context``; its stages go under the root's span."""
+    root = scope._root
+    assert root is not None
+    token = otel_context.attach(context)
+    try:
+        root.open()
+    finally:
+        otel_context.detach(token)
+    with guard("automatic root"):
+        root.set_query(query)
+    scope._context, scope._state = trace.set_span_in_context(root.span), root.state
 
 
 @contextmanager
