@@ -230,6 +230,15 @@ print("ANSWER", chain.invoke("Is shipping free?"), file=sys.stderr)  # stdout is
 """
 
 
+def _installed(*distributions: str) -> bool:
+    """Whether every one of these distributions is installed (an entry point whose ``instruments``
+    extra isn't is skipped by ``opentelemetry-instrument``)."""
+    try:
+        return all(metadata.distribution(name) for name in distributions)
+    except metadata.PackageNotFoundError:
+        return False
+
+
 def console_spans(text: str) -> list[dict]:
     """The span JSON objects the console exporter printed, one after another."""
     decoder, spans, index = json.JSONDecoder(), [], 0
@@ -367,8 +376,15 @@ def test_opentelemetry_instrument_turns_ragtrace_on_with_no_code(tmp_path, disab
     figures = {k.removeprefix("rag.metrics."): v for k, v in root["attributes"].items() if k.startswith("rag.metrics.")}
     assert (figures["retrieved"], figures["in_context"], figures["context_precision"]) == (2, 2, 1.0)
     # OpenLLMetry's LangChain instrumentor shares the entry point name ``langchain`` and loads too where the
-    # ``langchain`` package is installed (its ``instruments`` extra): its own trace, as in the tests beside it
+    # ``langchain`` package is installed (its ``instruments`` extra): its own trace, as in the tests beside it.
+    # So does the OpenTelemetry project's (opentelemetry-instrumentation-genai-langchain: GenAI semconv spans
+    # only, no OpenInference kind): with three on, ragtrace joins OpenInference's trace and theirs is its own
+    # (test_langchain_beside_otel_genai.py has ragtrace beside it alone, one trace)
     found = [s for s in found if not any(k.startswith("traceloop.") for k in s["attributes"])]
+    official = [s for s in found if "rag.stage" not in s["attributes"] and "openinference.span.kind" not in s["attributes"]]
+    assert bool(official) is (disabled == "" and _installed("opentelemetry-instrumentation-genai-langchain", "langchain"))
+    assert all(s["attributes"]["gen_ai.operation.name"] in ("invoke_workflow", "retrieval") for s in official)
+    found = [s for s in found if s not in official]
     others = [s for s in found if "rag.stage" not in s["attributes"]]
     assert bool(others) is (disabled == ""), [s["name"] for s in others]  # OpenInference's own spans, when it is on
     assert len({s["context"]["trace_id"] for s in found}) == 1  # beside OpenInference: ragtrace's root inside its trace
