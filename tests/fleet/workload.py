@@ -17,6 +17,12 @@ from opentelemetry.sdk.trace import TracerProvider
 import ragtrace
 
 FIRST_CHUNK_DELAY = 0.02  # seconds before a streamed answer's first piece: time to first chunk >= this
+# Another GenAI instrumentation on the same meter provider (as when the app hands one provider to
+# everything): the OpenTelemetry project's util that its GenAI instrumentations record through,
+# under the scope of its LangChain one, timing the same calls again, its first chunk much later
+OTHER_SCOPE = "opentelemetry.instrumentation.genai.langchain"
+OTHER_FIRST_CHUNK_DELAY = 0.05
+OTHER: list = []  # its TelemetryHandler, made once ragtrace's provider exists
 
 
 def docs(*rows: tuple[str, float, str]) -> list[dict]:
@@ -47,9 +53,20 @@ def run(version: str, found: list[dict], shown: int | None, answer: str, scores:
         with ragtrace.generate(model="m") as generation:
             for _ in generation.stream(answer_stream(answer)):
                 pass
+        other_instrumentation()
     for name, value in scores.items():
         ragtrace.record_score(pipeline, name=name, value=value, scorer="llm")
     return pipeline
+
+
+def other_instrumentation() -> None:
+    """The other instrumentation's retrieval and streamed chat, same model name, no rag.stage."""
+    (handler,) = OTHER
+    with handler.retrieval(data_source_id="kb", provider="kb"):
+        pass
+    with handler.inference("openai", request_model="m") as call:
+        time.sleep(OTHER_FIRST_CHUNK_DELAY)
+        call.record_stream_chunk()
 
 
 def delegated() -> ragtrace.RagPipeline:
@@ -88,6 +105,11 @@ def main() -> None:
     ragtrace.configure(
         service_name="fleet-workload", tracer_provider=TracerProvider(), metrics=f"prometheus:127.0.0.1:{int(sys.argv[1])}", hash_key="fleet-test-key"
     )
+    from opentelemetry.util.genai.handler import TelemetryHandler
+
+    from ragtrace._internal import config
+
+    OTHER.append(TelemetryHandler(tracer_provider=TracerProvider(), meter_provider=config.current().meter_provider, instrumentation_scope_name=OTHER_SCOPE))
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
         counts = {shape: 1 for shape in SHAPES} if line.strip() == "warm" else RUNS
