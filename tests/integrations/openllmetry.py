@@ -69,15 +69,16 @@ def strip_wrappers(modules: str | tuple[str, ...], wrappers: str) -> None:
 
 
 @contextmanager
-def both_on(spans, order: str, library: str, theirs, leftovers: Callable[[], None]) -> Iterator[object]:
-    """OpenLLMetry's instrumentor ``theirs`` and ``ragtrace.instrument(library)`` in ``order``;
-    both off afterwards, and what OpenLLMetry's ``uninstrument()`` leaves behind taken away."""
+def both_on(spans, order: str, library: str, theirs, leftovers: Callable[[], None], **options: object) -> Iterator[object]:
+    """The other instrumentor ``theirs`` (OpenLLMetry's here; ``options`` go to its ``instrument()``)
+    and ``ragtrace.instrument(library)`` in ``order`` ("ragtrace-first" or theirs first); both off
+    afterwards, and what OpenLLMetry's ``uninstrument()`` leaves behind taken away."""
     try:
-        if order == "openllmetry-first":
-            theirs.instrument(tracer_provider=spans.provider)
+        if order != "ragtrace-first":
+            theirs.instrument(tracer_provider=spans.provider, **options)
         assert ragtrace.instrument(library) == [library]
         if order == "ragtrace-first":
-            theirs.instrument(tracer_provider=spans.provider)
+            theirs.instrument(tracer_provider=spans.provider, **options)
         yield theirs
     finally:
         ragtrace.uninstrument(library)

@@ -45,6 +45,21 @@ def _returned(kind: str, out):
     return {**out, "context": [(d.id, d.page_content) for d in out["context"]]}
 
 
+def called(kind: str, chain, given, how: str):
+    """What the app gets from one call of ``chain``, made ``how`` (invoke, stream, ainvoke, astream)."""
+    if how == "invoke":
+        return _returned(kind, chain.invoke(given))
+    if how == "ainvoke":
+        return _returned(kind, asyncio.run(chain.ainvoke(given)))
+    if how == "stream":
+        return [_returned(kind, piece) for piece in chain.stream(given)]
+
+    async def pieces() -> list:
+        return [_returned(kind, piece) async for piece in chain.astream(given)]
+
+    return asyncio.run(pieces())
+
+
 def check_langchain_trace(spans, kind: str, ids: list[str]) -> None:
     """One chain call with both on: one trace, ragtrace's root inside OpenLLMetry's outermost span,
     ragtrace's stages under its root, the retriever and the model call duplicated; the figures."""
@@ -72,12 +87,7 @@ def test_langchain_beside_openllmetry_the_app_and_the_figures_are_unchanged(span
     ids = expected_ids(store)
 
     def run(how: str):
-        chain, given = langchain_app(kind, store, _answer(kind, ids))
-        if how == "invoke":
-            return _returned(kind, chain.invoke(given))
-        if how == "ainvoke":
-            return _returned(kind, asyncio.run(chain.ainvoke(given)))
-        return [_returned(kind, piece) for piece in chain.stream(given)]
+        return called(kind, *langchain_app(kind, store, _answer(kind, ids)), how)
 
     hows = ("invoke", "stream", "ainvoke")
     returned = {how: run(how) for how in hows}  # neither instrumentor on

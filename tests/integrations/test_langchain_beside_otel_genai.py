@@ -21,15 +21,14 @@ their code only imports langchain-core (and langchain's or langchain-classic's c
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
 
 import ragtrace
+from integrations import openllmetry
 from integrations.openllmetry import parent_of, ragtraces, wrapper_modules
 from integrations.test_langchain import QUESTION, expected_ids, format_docs, lcel_chain, retrieval_chain, store  # noqa: F401
-from integrations.test_langchain_beside_openllmetry import _returned, check_langchain_figures
+from integrations.test_langchain_beside_openllmetry import called, check_langchain_figures
 
 THEIRS = "opentelemetry.instrumentation.genai.langchain"
 ORDERS = ["theirs-first", "ragtrace-first"]
@@ -37,28 +36,12 @@ KINDS = ["lcel", "retrieval_chain", "chat_openai"]
 HOWS = ("invoke", "stream", "ainvoke", "astream")
 
 
-@contextmanager
-def both_on(spans, order: str) -> Iterator[object]:
-    """Their ``LangChainInstrumentor`` and ``ragtrace.instrument("langchain")`` in ``order``; both off
-    afterwards, in reverse order."""
+def both_on(spans, order: str):
+    """Their ``LangChainInstrumentor`` and ``ragtrace.instrument("langchain")`` in ``order``, both off
+    afterwards (their ``uninstrument()`` takes everything of theirs off: nothing left to clean)."""
     from opentelemetry.instrumentation.genai.langchain import LangChainInstrumentor
 
-    theirs = LangChainInstrumentor()
-    try:
-        if order == "theirs-first":
-            theirs.instrument(tracer_provider=spans.provider, skip_dep_check=True)
-        assert ragtrace.instrument("langchain") == ["langchain"]
-        if order == "ragtrace-first":
-            theirs.instrument(tracer_provider=spans.provider, skip_dep_check=True)
-        assert theirs.is_instrumented_by_opentelemetry
-        yield theirs
-    finally:
-        if order == "theirs-first":
-            ragtrace.uninstrument("langchain")
-            theirs.uninstrument()
-        else:
-            theirs.uninstrument()
-            ragtrace.uninstrument("langchain")
+    return openllmetry.both_on(spans, order, "langchain", LangChainInstrumentor(), lambda: None, skip_dep_check=True)
 
 
 def app(kind: str, store, chat_url: str):
@@ -80,18 +63,7 @@ def app(kind: str, store, chat_url: str):
 
 
 def run(kind: str, store, chat_url: str, how: str):
-    chain, given = app(kind, store, chat_url)
-    if how == "invoke":
-        return _returned(kind, chain.invoke(given))
-    if how == "ainvoke":
-        return _returned(kind, asyncio.run(chain.ainvoke(given)))
-    if how == "stream":
-        return [_returned(kind, piece) for piece in chain.stream(given)]
-
-    async def pieces() -> list:
-        return [_returned(kind, piece) async for piece in chain.astream(given)]
-
-    return asyncio.run(pieces())
+    return called(kind, *app(kind, store, chat_url), how)
 
 
 def theirs_of(spans) -> list:
@@ -137,7 +109,8 @@ def test_beside_the_official_instrumentor_the_app_and_the_figures_are_unchanged(
             alone[how] = ragtraces(spans)
     finally:
         ragtrace.uninstrument("langchain")
-    with both_on(spans, order):
+    with both_on(spans, order) as theirs:
+        assert theirs.is_instrumented_by_opentelemetry
         for how in HOWS:
             spans.clear()
             assert run(kind, store, url, how) == returned[how]
