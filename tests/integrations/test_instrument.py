@@ -342,11 +342,15 @@ def test_opentelemetry_instrument_traces_the_plain_openai_example(tmp_path, chat
     assert bool(received[1]["body"].get("stream")) is stream
     assert "A: Refunds take 5 business days [1]." in done.stdout
     found = console_spans(done.stdout)
+    # the OpenTelemetry project's OpenAI instrumentor (opentelemetry-instrumentation-genai-openai) is
+    # also named ``openai``: its chat span, a trace of its own where its wrapper is outside ragtrace's
+    # (the automatic root is never the OpenTelemetry context's; docs/integrations.md)
+    official = [s for s in found if "rag.stage" not in s["attributes"] and s["name"] == "chat gpt-4o-mini"]
+    assert len(official) == (0 if disabled or not _installed("opentelemetry-instrumentation-genai-openai") else 1)
+    found = [s for s in found if s not in official]
     others = sorted(s["name"] for s in found if "rag.stage" not in s["attributes"])
-    # OpenInference's spans of the two requests, and OpenLLMetry's and the OpenTelemetry project's
-    # (opentelemetry-instrumentation-genai-openai, also named ``openai``) of the chat completion
-    official = ["chat gpt-4o-mini"] if _installed("opentelemetry-instrumentation-genai-openai") else []
-    assert others == ([] if disabled else sorted(["ChatCompletion", "SyncPage[VectorStoreSearchResponse]", "openai.chat", *official]))
+    # OpenInference's spans of the two requests, and OpenLLMetry's of the chat completion
+    assert others == ([] if disabled else ["ChatCompletion", "SyncPage[VectorStoreSearchResponse]", "openai.chat"])
     assert len({s["context"]["trace_id"] for s in found}) == 1
     (stages,) = stages_by_trace(found).values()
     assert sorted(stages) == ["assemble", "generate", "pipeline", "retrieve"]
