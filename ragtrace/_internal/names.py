@@ -184,6 +184,7 @@ RAG_CITATION_SEGMENT_STARTS: Final = "rag.citation.segment_starts"  # character 
 RAG_CITATION_SEGMENT_ENDS: Final = "rag.citation.segment_ends"
 RAG_CITATION_SEGMENT_IDS: Final = "rag.citation.segment_ids"  # the chunk that segment cites
 RAG_RETRIEVAL_STATUS: Final = "rag.retrieval.status"  # a provider's retrieval whose results were not returned
+RAG_RETRIEVAL_SCORE_KIND: Final = "rag.retrieval.score_kind"  # a vector database's scores: similarity or distance
 CITATION_GRANULARITY_CHUNK: Final = "chunk"
 CITATION_GRANULARITY_FILE: Final = "file"
 
@@ -494,6 +495,7 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(RAG_RETRIEVAL_CONTENT_HASHES, "string[]", "retrieve", False, "hash mode only: keyed content digest per chunk."),
     AttributeInfo(RAG_RETRIEVAL_RESULT_COUNT, "int", "retrieve", False, "Number of results, recorded or omitted."),
     AttributeInfo(RAG_RETRIEVAL_TOP_SCORE, "double", "retrieve", False, "Best score (absent when no scores)."),
+    AttributeInfo(RAG_RETRIEVAL_SCORE_KIND, "string", "retrieve", False, "What a vector database's scores are (Qdrant, Chroma integrations): similarity (higher is better), distance (lower is better) or unknown (the kind could not be told); absent when no scores."),
     AttributeInfo(RAG_RETRIEVAL_ROUNDS, "int", "pipeline", False, "Agents: how many retrieval rounds the run took (retrieve spans of the agent's runs)."),
     AttributeInfo(RAG_RETRIEVAL_ROUND, "int", "retrieve", False, "Agents: this retrieval's round, 1-based."),
     AttributeInfo(RAG_RETRIEVAL_NEW_CHUNKS, "int", "retrieve", False, "Agents: how many of this round's chunks no earlier round returned."),

@@ -97,6 +97,13 @@ LIBRARIES: dict[str, Library] = {
             ("google-genai >= 1.0, < 4",),
             "google-genai",
         ),
+        Library(
+            "qdrant",
+            "ragtrace._internal.integrations.qdrant",
+            "QdrantInstrumentor",
+            ("qdrant-client >= 1.10, < 2",),
+            "qdrant",
+        ),
     )
 }
 
