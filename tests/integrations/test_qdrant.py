@@ -243,3 +243,19 @@ def test_a_lone_query_is_a_pipeline_of_its_own_ended_when_its_call_is_over(on):
     assert first.attributes["rag.root.abandoned"] == "owner_gone"
     assert metrics(first)["retrieved"] == 2
     assert on.by_stage("retrieve")[0].parent.span_id == first.context.span_id
+
+
+def test_a_version_outside_the_range_is_left_alone_with_one_line(spans, monkeypatch, caplog):
+    from dataclasses import replace
+    from importlib import metadata
+
+    from ragtrace._internal import integrations
+
+    monkeypatch.setitem(integrations.LIBRARIES, "qdrant", replace(integrations.LIBRARIES["qdrant"], requirements=("qdrant-client >= 99",)))
+    original = vars(QdrantClient)["query_points"]
+    with caplog.at_level("WARNING", logger="ragtrace"):
+        assert ragtrace.instrument("qdrant") == []
+    assert [r.getMessage() for r in caplog.records if "qdrant" in r.getMessage()] == [
+        f"ragtrace: not instrumenting qdrant: qdrant-client {metadata.version('qdrant-client')} is outside the supported range >=99"
+    ]
+    assert vars(QdrantClient)["query_points"] is original
