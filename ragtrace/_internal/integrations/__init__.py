@@ -104,6 +104,13 @@ LIBRARIES: dict[str, Library] = {
             ("qdrant-client >= 1.10, < 2",),
             "qdrant",
         ),
+        Library(
+            "chroma",
+            "ragtrace._internal.integrations.chroma",
+            "ChromaInstrumentor",
+            ("chromadb >= 1.0, < 2",),
+            "chroma",
+        ),
     )
 }
 
