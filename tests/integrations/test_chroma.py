@@ -15,8 +15,15 @@ So retrieved 3, in context 2 (located), cited 1: recall 1/3, utilisation 1/2.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -185,6 +192,66 @@ def test_redact_mode_exports_no_document_text_or_query(spans):
     exported = repr([(s.name, dict(s.attributes), [e.attributes for e in s.events]) for s in spans.all()])
     assert marker not in exported
     assert list(spans.one("retrieve").attributes["rag.retrieval.chunk_ids"]) == ["a", "b"]
+
+
+@pytest.fixture(scope="module")
+def chroma_server(tmp_path_factory) -> Iterator[int]:
+    """A real Chroma server (``chroma run``, what chromadb installs) on a free loopback port, for
+    the async client, which has no in-process mode."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    path = tmp_path_factory.mktemp("chroma")
+    server = subprocess.Popen(
+        [str(Path(sys.executable).parent / "chroma"), "run", "--path", str(path), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=(path / "server.log").open("w"),
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"chroma run did not start: {(path / 'server.log').read_text()[-2000:]}")
+                time.sleep(0.2)
+        yield port
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def test_the_async_client_records_each_query_at_its_await(spans, chroma_server):
+    """``AsyncHttpClient`` against a real server: two queries gathered join one root (opened at
+    the call, in the caller's context); the app gets the same results as with ragtrace off."""
+
+    async def run() -> list:
+        client = await chromadb.AsyncHttpClient(host="127.0.0.1", port=chroma_server)
+        found = await client.get_or_create_collection("kb_async", configuration={"hnsw": {"space": "cosine"}}, embedding_function=None)
+        await found.upsert(ids=list(RECORDS), embeddings=[WordCounts()([text])[0] for text in RECORDS.values()], documents=list(RECORDS.values()))
+        first, second = await asyncio.gather(
+            found.query(query_embeddings=[[1.0, 0.0, 0.0]], n_results=2),
+            found.query(query_embeddings=[[0.0, 0.0, 1.0]], n_results=1),
+        )
+        return [first["ids"], first["distances"], second["ids"]]
+
+    off = asyncio.run(run())
+    assert ragtrace.instrument("chroma") == ["chroma"]
+    try:
+        on = asyncio.run(run())
+    finally:
+        ragtrace.uninstrument("chroma")
+    assert on == off and off[0] == [["a", "b"]] and off[2] == [["c"]]
+    auto_root.end_open()
+    root = spans.one("pipeline")
+    retrievals = spans.by_stage("retrieve")
+    assert sorted(list(r.attributes["rag.retrieval.chunk_ids"]) for r in retrievals) == [["a", "b"], ["c"]]
+    assert {r.parent.span_id for r in retrievals} == {root.context.span_id}
+    first = next(r for r in retrievals if len(r.attributes["rag.retrieval.chunk_ids"]) == 2)
+    assert all(math.isclose(s, want, abs_tol=1e-5) for s, want in zip(scores(first), [1.0, 1 / math.sqrt(2)]))
+    assert first.attributes["rag.retrieval.score_kind"] == "similarity"
 
 
 def test_uninstrument_restores_chroma(spans):
