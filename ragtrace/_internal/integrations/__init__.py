@@ -111,6 +111,20 @@ LIBRARIES: dict[str, Library] = {
             ("chromadb >= 1.0, < 2",),
             "chroma",
         ),
+        Library(
+            "sentence_transformers",
+            "ragtrace._internal.integrations.sentence_transformers",
+            "SentenceTransformersInstrumentor",
+            ("sentence-transformers >= 2.2, < 6",),
+            "sentence-transformers",
+        ),
+        Library(
+            "flashrank",
+            "ragtrace._internal.integrations.flashrank",
+            "FlashRankInstrumentor",
+            ("flashrank >= 0.2, < 1",),
+            "flashrank",
+        ),
     )
 }
 
