@@ -26,6 +26,8 @@ from tokenizers import Tokenizer, models, pre_tokenizers  # noqa: E402
 
 import ragtrace  # noqa: E402
 
+from .test_sentence_transformers import reranker_documents  # noqa: E402
+
 pytestmark = pytest.mark.heavy
 
 VOCABULARY = ["[PAD]", "[UNK]", "refund", "card", "days", "credit", "shipping"]
@@ -70,14 +72,6 @@ def passages() -> list[dict]:
 
 def rerank(ranker: Ranker) -> list[tuple[str, float]]:
     return [(p["id"], round(float(p["score"]), 6)) for p in ranker.rerank(RerankRequest(query=QUERY, passages=passages()))]
-
-
-def reranker_documents(span, which: str) -> list[tuple[str, float | None]]:
-    found, i = [], 0
-    while f"reranker.{which}_documents.{i}.document.id" in span.attributes:
-        found.append((span.attributes[f"reranker.{which}_documents.{i}.document.id"], span.attributes.get(f"reranker.{which}_documents.{i}.document.score")))
-        i += 1
-    return found
 
 
 def test_a_rerank_records_the_candidates_as_given_and_the_new_order(spans):

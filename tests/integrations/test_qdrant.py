@@ -89,33 +89,41 @@ def on(spans):
     ragtrace.uninstrument("qdrant")
 
 
+def check_answered_pipeline(spans, name: str, ids: list[str]) -> tuple:
+    """The trace of a query answered by the model: one root (the automatic one, ``name``) over
+    retrieve, assemble (located: the first two results) and generate (citing the first), with
+    retrieved 3, in context 2, cited 1. Returns the retrieve span."""
+    root = spans.one("pipeline")
+    assert root.parent is None and root.name == f"invoke_workflow {name}" and "rag.root.abandoned" not in root.attributes
+    retrieved, assembled, generated = spans.one("retrieve"), spans.one("assemble"), spans.one("generate")
+    assert {s.parent.span_id for s in (retrieved, assembled, generated)} == {root.context.span_id}
+    assert list(retrieved.attributes["rag.retrieval.chunk_ids"]) == ids
+    assert assembled.attributes["rag.context.inclusion_method"] == "located"
+    assert list(assembled.attributes["rag.context.chunk_ids"]) == ids[:2]
+    assert list(generated.attributes["rag.citation.ids"]) == ids[:1]
+    got = metrics(root)
+    assert (got["retrieved"], got["in_context"], got["cited"], list(got["cited_positions"])) == (3, 2, 1, [1])
+    assert math.isclose(got["recall_proxy"], 1 / 3) and got["context_utilization"] == 0.5
+    assert auto_root.open_count() == 0
+    return retrieved
+
+
 def test_a_query_and_the_answer_make_one_pipeline_with_exact_figures(spans, chat_server):
     url, _ = chat_server
     off = app(url)
     assert spans.all() == []
     assert instrumented_run(lambda: app(url)) == off  # the app's points and answer, unchanged
     assert off[1] == ANSWER
-    root = spans.one("pipeline")
-    assert root.parent is None and root.name == "invoke_workflow qdrant" and "rag.root.abandoned" not in root.attributes
-    retrieved, assembled, generated = spans.one("retrieve"), spans.one("assemble"), spans.one("generate")
-    assert {s.parent.span_id for s in (retrieved, assembled, generated)} == {root.context.span_id}
+    retrieved = check_answered_pipeline(spans, "qdrant", ["1", "2", "3"])
     assert retrieved.name == "retrieval kb"
     attributes = retrieved.attributes
     assert attributes["gen_ai.data_source.id"] == "kb" and attributes["gen_ai.retrieval.top_k"] == 3
-    assert list(attributes["rag.retrieval.chunk_ids"]) == ["1", "2", "3"]
     documents = json.loads(attributes["gen_ai.retrieval.documents"])
     assert [d["id"] for d in documents] == ["1", "2", "3"]
     assert all(math.isclose(d["score"], want, abs_tol=1e-6) for d, want in zip(documents, [1.0, 0.8, 0.0]))
     assert attributes["rag.retrieval.score_kind"] == "similarity"
     assert attributes["retrieval.documents.1.document.content"] == TEXTS[2]
     assert "gen_ai.retrieval.query.text" not in attributes  # a vector is no text
-    assert assembled.attributes["rag.context.inclusion_method"] == "located"
-    assert list(assembled.attributes["rag.context.chunk_ids"]) == ["1", "2"]
-    assert list(generated.attributes["rag.citation.ids"]) == ["1"]
-    got = metrics(root)
-    assert (got["retrieved"], got["in_context"], got["cited"], list(got["cited_positions"])) == (3, 2, 1, [1])
-    assert math.isclose(got["recall_proxy"], 1 / 3) and got["context_utilization"] == 0.5
-    assert auto_root.open_count() == 0
 
 
 def test_a_euclid_collection_records_distances_and_says_so(on):
