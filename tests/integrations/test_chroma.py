@@ -28,15 +28,15 @@ from pathlib import Path
 import pytest
 
 chromadb = pytest.importorskip("chromadb", reason="chromadb is installed on Python 3.11 only (pyproject's test extra)")
-from chromadb.api.models.Collection import Collection  # noqa: E402
-from chromadb.utils.embedding_functions import EmbeddingFunction  # noqa: E402
+from chromadb.api.models.Collection import Collection
+from chromadb.utils.embedding_functions import EmbeddingFunction
+from loopback import ANSWER
 
-import ragtrace  # noqa: E402
-from loopback import ANSWER  # noqa: E402
-from ragtrace._internal import auto_root  # noqa: E402
+import ragtrace
+from ragtrace._internal import auto_root
 
-from .test_openai import client as openai_client  # noqa: E402
-from .test_qdrant import check_answered_pipeline, metrics  # noqa: E402
+from .test_openai import client as openai_client
+from .test_qdrant import check_answered_pipeline, metrics
 
 pytestmark = pytest.mark.heavy
 
@@ -51,7 +51,7 @@ class WordCounts(EmbeddingFunction):
     def __init__(self) -> None:
         pass
 
-    def __call__(self, input):  # noqa: A002 - Chroma's parameter name
+    def __call__(self, input):
         return [[float(text.split().count(word)) for word in WORDS] for text in input]
 
     @staticmethod
@@ -62,7 +62,7 @@ class WordCounts(EmbeddingFunction):
         return {}
 
     @staticmethod
-    def build_from_config(config: dict) -> "WordCounts":
+    def build_from_config(config: dict) -> WordCounts:
         return WordCounts()
 
 

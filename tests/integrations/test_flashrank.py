@@ -20,13 +20,13 @@ from pathlib import Path
 import pytest
 
 flashrank = pytest.importorskip("flashrank", reason="flashrank is installed on Python 3.11 only (pyproject's test extra)")
-import numpy as np  # noqa: E402
-from flashrank import Ranker, RerankRequest  # noqa: E402
-from tokenizers import Tokenizer, models, pre_tokenizers  # noqa: E402
+import numpy as np
+from flashrank import Ranker, RerankRequest
+from tokenizers import Tokenizer, models, pre_tokenizers
 
-import ragtrace  # noqa: E402
+import ragtrace
 
-from .test_sentence_transformers import reranker_documents  # noqa: E402
+from .test_sentence_transformers import reranker_documents
 
 pytestmark = pytest.mark.heavy
 

@@ -18,10 +18,10 @@ import json
 import math
 
 import pytest
+from loopback import ANSWER
 from qdrant_client import AsyncQdrantClient, QdrantClient, models
 
 import ragtrace
-from loopback import ANSWER
 from ragtrace._internal import auto_root
 
 from .test_openai import client as openai_client

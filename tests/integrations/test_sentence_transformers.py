@@ -20,9 +20,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from loopback import ANSWER
 
 import ragtrace
-from loopback import ANSWER
 
 from .test_openai import client as openai_client
 from .test_qdrant import QUERY, TEXTS, messages, qdrant

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 from opentelemetry import trace
@@ -143,8 +144,8 @@ def kind_by_order(scores: Sequence[Any]) -> str | None:
     numbers = [float(s) for s in scores if isinstance(s, (int, float))]
     if not numbers:
         return None
-    rising = any(b > a for a, b in zip(numbers, numbers[1:]))
-    falling = any(b < a for a, b in zip(numbers, numbers[1:]))
+    rising = any(b > a for a, b in pairwise(numbers))
+    falling = any(b < a for a, b in pairwise(numbers))
     if rising != falling:
         return DISTANCE if rising else SIMILARITY
     return UNKNOWN
