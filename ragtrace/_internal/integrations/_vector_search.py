@@ -19,6 +19,7 @@ are, so a dashboard never reads distances as similarities; each integration says
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -79,6 +80,8 @@ def wrappers(root_name: str, read_call: ReadCall, read_result: ReadResult, provi
 
     def asynchronous(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         coroutine = wrapped(*args, **kwargs)  # nothing is sent until it is awaited
+        if not inspect.isawaitable(coroutine):  # not the coroutine this wrapper was made for: untouched
+            return coroutine
         stages = call_guarded(label, _new_stages, root_name, read_call, instance, args, kwargs, provider)
         return _awaited(coroutine, stages, read_result, instance, label) if stages else coroutine
 
