@@ -6,6 +6,10 @@ keeps that chunk's id (``Rerank.record`` maps texts to the pipeline's ids), so t
 and outputs line up with the retrieval's. Outside any pipeline a rerank joins the automatic root
 a retrieval opened (a vector-database query just before), else it is a rerank span of its own.
 
+Inside a rerank or retrieval already recorded (LlamaIndex's ``SentenceTransformerRerank``
+postprocessor, a LangChain compression retriever's ``CrossEncoderReranker``, the app's own
+``ragtrace.rerank`` block) the model call is that stage's work: not recorded again.
+
 The candidates are read before the call: a reranker may reorder the app's list in place
 (FlashRank sorts the passages it is given), and the app's objects are never copied or changed.
 """
@@ -16,9 +20,10 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
 
+from .. import names
 from ..guard import call_guarded
 from ..retrieval import Rerank
-from ._common import closed_with
+from ._common import closed_with, inside_stage
 
 # a traced rerank in progress in this context: a reranker method that calls another one of the
 # same model (CrossEncoder.rank calls predict) is part of it, not a second rerank
@@ -35,7 +40,8 @@ def wrapper(open_: Open, record: Record, label: str) -> Any:
     own failures are logged once and the call goes on untraced."""
 
     def rerank(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        opened = None if _reranking.get() else call_guarded(label, open_, instance, args, kwargs)
+        inside = _reranking.get() or inside_stage(names.STAGE_RETRIEVE, names.STAGE_RERANK)
+        opened = None if inside else call_guarded(label, open_, instance, args, kwargs)
         if opened is None:
             return wrapped(*args, **kwargs)
         stage, read = opened

@@ -12,6 +12,10 @@ owning call is over (``rag.root.abandoned``), with its retrieve span and the ret
 The root is opened at the call, in the caller's context, also for an async client: queries
 gathered as tasks join one root. The stages' spans start when the query is sent (awaited).
 
+Inside a retrieval already recorded (a LangChain or LlamaIndex retriever over the same client,
+the app's own ``ragtrace.retrieve`` block or ``@ragtrace.retriever``) a query is that retrieval's
+work: not recorded again.
+
 Score kinds. A similarity ranks best first with the highest score (cosine, dot product), a
 distance with the lowest (Euclidean). ``rag.retrieval.score_kind`` says which the recorded scores
 are, so a dashboard never reads distances as similarities; each integration says how it knows.
@@ -30,7 +34,7 @@ from opentelemetry import trace
 from .. import auto_root, names
 from ..guard import call_guarded
 from ..retrieval import Retrieve
-from ._common import closed_with
+from ._common import closed_with, inside_stage
 
 SIMILARITY = "similarity"
 DISTANCE = "distance"
@@ -102,7 +106,11 @@ async def _awaited(coroutine: Any, stages: list[Retrieve], read_result: ReadResu
 def _new_stages(
     root_name: str, read_call: ReadCall, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any], provider: trace.TracerProvider | None
 ) -> list[Retrieve] | None:
-    """The call's retrieve stages (not opened yet), in the automatic root when outside any pipeline."""
+    """The call's retrieve stages (not opened yet), in the automatic root when outside any pipeline;
+    None inside a retrieval already being recorded (a framework's retriever or the app's own
+    ``ragtrace.retrieve`` around the query), whose results these are."""
+    if inside_stage(names.STAGE_RETRIEVE):
+        return None
     queries = read_call(instance, args, kwargs)
     if not queries:
         return None

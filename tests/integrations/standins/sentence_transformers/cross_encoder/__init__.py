@@ -14,8 +14,17 @@ import numpy as np
 
 
 class CrossEncoder:
-    def __init__(self, model_name_or_path: str, *, num_labels: int = 1) -> None:
-        self.config = SimpleNamespace(_name_or_path=model_name_or_path, num_labels=num_labels)
+    def __init__(
+        self,
+        model_name_or_path: str | None = None,
+        *,
+        device: str | None = None,
+        trust_remote_code: bool = False,
+        num_labels: int | None = None,
+        max_length: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self.config = SimpleNamespace(_name_or_path=model_name_or_path, num_labels=num_labels or 1)
         self.calls: list[str] = []  # which methods ran, in order (rank runs predict)
 
     @property
