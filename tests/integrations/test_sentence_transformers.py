@@ -166,3 +166,33 @@ def test_uninstrument_restores_the_class(spans, standin):
     assert all(vars(standin)[name] is original for name, original in originals.items())
     standin("m").rank(RERANK_QUERY, [TEXTS[1]])
     assert spans.all() == []
+
+
+def test_instrument_never_imports_it_the_class_is_wrapped_when_the_app_does(spans):
+    """sentence-transformers imports PyTorch (seconds): ``instrument()`` leaves that to the app and
+    wraps the class when the app imports it; an ``uninstrument()`` before that leaves it alone."""
+    saved = {name: sys.modules.pop(name) for name in list(sys.modules) if name.split(".")[0] == "sentence_transformers"}
+    sys.path.insert(0, str(STANDINS))
+    try:
+        assert ragtrace.instrument("sentence_transformers") == ["sentence_transformers"]
+        assert "sentence_transformers" not in sys.modules
+        from sentence_transformers import CrossEncoder
+
+        CrossEncoder("m").rank(RERANK_QUERY, [TEXTS[1], TEXTS[3]])
+        assert list(spans.one("rerank").attributes["rag.rerank.output_ids"]) == [ragtrace_id_of(TEXTS[1]), ragtrace_id_of(TEXTS[3])]
+        ragtrace.uninstrument("sentence_transformers")
+        for name in [name for name in sys.modules if name.split(".")[0] == "sentence_transformers"]:
+            del sys.modules[name]
+        spans.clear()
+        ragtrace.instrument("sentence_transformers")
+        ragtrace.uninstrument("sentence_transformers")  # before the app imports it: the pending hook wraps nothing
+        from sentence_transformers import CrossEncoder as Again
+
+        Again("m").rank(RERANK_QUERY, [TEXTS[1]])
+        assert spans.all() == []
+    finally:
+        ragtrace.uninstrument("sentence_transformers")
+        sys.path.remove(str(STANDINS))
+        for name in [name for name in sys.modules if name.split(".")[0] == "sentence_transformers"]:
+            del sys.modules[name]
+        sys.modules.update(saved)

@@ -14,22 +14,23 @@
 - The model is its name or path (``config._name_or_path``), the provider ``sentence_transformers``.
 
 The class is found by its path, ``sentence_transformers.cross_encoder.CrossEncoder`` (where
-sentence-transformers 2.x to 5.x keep it), imported only when instrumenting, and its methods are
-wrapped with wrapt at class level. sentence-transformers needs PyTorch, far too big for this
+sentence-transformers 2.x to 5.x keep it), and its methods are wrapped with wrapt at class level
+when the app imports it: ``instrument()`` never imports sentence-transformers (and PyTorch, seconds)
+for the app, it registers a post-import hook. sentence-transformers needs PyTorch, far too big for this
 project's tests: they run a stand-in package of the same path and contract that loads no weights
 (docs/integrations.md).
 """
 
 from __future__ import annotations
 
-import importlib
 import inspect
+import sys
 from typing import Any
 
 import wrapt
 from opentelemetry import trace
 
-from ..guard import warn_once
+from ..guard import call_guarded, warn_once
 from ..retrieval import Rerank
 from . import _reranking
 from ._common import started, unwrap
@@ -48,16 +49,41 @@ class SentenceTransformersInstrumentor(RagtraceInstrumentor):
     library_name = "sentence_transformers"
 
     def _instrument(self, **kwargs: Any) -> None:
-        provider = self.tracer_provider(kwargs)
-        cls = getattr(importlib.import_module(_MODULE), _CLASS)
-        rank, predict = (inspect.signature(vars(cls)[name]) for name in _METHODS)
-        wrapt.wrap_function_wrapper(cls, "rank", _reranking.wrapper(lambda i, a, k: _open_rank(rank, i, a, k, provider), _record_rank, _LABEL))
-        wrapt.wrap_function_wrapper(cls, "predict", _reranking.wrapper(lambda i, a, k: _open_predict(predict, i, a, k, provider), _record_predict, _LABEL))
+        global _switch
+        switch = _switch = _Switch(self.tracer_provider(kwargs))
+        if _MODULE in sys.modules:
+            _wrap(switch)
+        else:  # wrapped when the app imports it (a hook left pending by uninstrument wraps nothing)
+            wrapt.register_post_import_hook(lambda module: call_guarded(_LABEL, _wrap, switch), _MODULE)
 
     def _uninstrument(self, **kwargs: Any) -> None:
-        cls = getattr(importlib.import_module(_MODULE), _CLASS)
-        for name in _METHODS:
-            unwrap(cls, name)
+        global _switch
+        switch, _switch = _switch, None
+        if switch is not None:
+            switch.on = False
+        module = sys.modules.get(_MODULE)
+        if module is not None:
+            for name in _METHODS:
+                unwrap(getattr(module, _CLASS), name)
+
+
+class _Switch:
+    """One ``instrument()``: its tracer provider; off once uninstrumented."""
+
+    def __init__(self, provider: trace.TracerProvider | None) -> None:
+        self.provider, self.on = provider, True
+
+
+_switch: _Switch | None = None
+
+
+def _wrap(switch: _Switch) -> None:
+    if not switch.on:
+        return
+    cls, provider = getattr(sys.modules[_MODULE], _CLASS), switch.provider
+    rank, predict = (inspect.signature(vars(cls)[name]) for name in _METHODS)
+    wrapt.wrap_function_wrapper(cls, "rank", _reranking.wrapper(lambda i, a, k: _open_rank(rank, i, a, k, provider), _record_rank, _LABEL))
+    wrapt.wrap_function_wrapper(cls, "predict", _reranking.wrapper(lambda i, a, k: _open_predict(predict, i, a, k, provider), _record_predict, _LABEL))
 
 
 def _arguments(signature: inspect.Signature, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
