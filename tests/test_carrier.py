@@ -11,9 +11,10 @@ import pytest
 from opentelemetry import propagate, trace
 
 import ragtrace
-from ragtrace._internal import carrier, keyed, names
+from ragtrace._internal import carrier, names
+from ragtrace._internal.core import keyed
 from ragtrace._internal.carrier import Unusable, seal, seal_too_large, unseal
-from ragtrace._internal.chunks import Chunk
+from ragtrace._internal.core.chunks import Chunk
 from ragtrace._internal.redaction import ContentPolicy
 
 KEY = b"the shared secret"

@@ -25,7 +25,8 @@ import pytest
 import ragtrace
 from cross_process_apps import DOCS, MARKER, QUESTION, answer_for, assemble_part, documents, one_process, queue_worker
 from loopback import QuietHandler, serve
-from ragtrace._internal import keyed, names
+from ragtrace._internal.core import keyed
+from ragtrace._internal import names
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent

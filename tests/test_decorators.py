@@ -339,7 +339,7 @@ def test_tracing_off_calls_straight_through():
 def test_tracing_off_pipeline_does_no_bookkeeping(monkeypatch):
     """Neither a TracerProvider nor a MeterProvider: nothing could see a span, figure or metric,
     so the pipeline keeps no state, hashes nothing and computes nothing; the app's values are unchanged."""
-    from ragtrace._internal import chunks as chunks_module
+    from ragtrace._internal.core import chunks as chunks_module
     from ragtrace._internal import state as state_module
 
     hashed = []

@@ -34,7 +34,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 import ragtrace
-from ragtrace._internal import answer, assemble_stage, assembly, declared, locate, chunks, config, figures, generation, guard, names, otel_metrics, pipeline, retrieval, stage, spans as spans_module
+from ragtrace._internal.core import answer, assembly, declared, locate, chunks, figures, guard
+from ragtrace._internal import assemble_stage, config, generation, names, otel_metrics, pipeline, retrieval, stage, spans as spans_module
 from ragtrace._internal.otlp_json import encode_spans as encode_json
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -915,7 +916,8 @@ def test_spans_are_flushed_to_jsonl_at_interpreter_exit(tmp_path):
 MEMORY_SCRIPT = """
 import gc, json, sys, time, tracemalloc
 import ragtrace
-from ragtrace._internal import config, guard, state
+from ragtrace._internal import config, state
+from ragtrace._internal.core import guard
 from opentelemetry import trace
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 
@@ -1020,7 +1022,8 @@ FORK_SCRIPT = """
 import os, sys, threading, time
 import ragtrace
 from opentelemetry.sdk.trace import TracerProvider
-from ragtrace._internal import config, guard, keyed, otel_metrics, own_provider, state
+from ragtrace._internal import config, otel_metrics, own_provider, state
+from ragtrace._internal.core import guard, keyed
 
 ragtrace.configure(tracer_provider=TracerProvider(), capture_content="redact")
 locks = [(state, "_implicit_lock"), (guard, "_seen_lock"), (config, "_config_lock"), (own_provider, "_own_lock"), (keyed, "_lock"), (otel_metrics, "_cache_lock")]

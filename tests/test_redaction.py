@@ -24,7 +24,8 @@ from opentelemetry.trace import StatusCode
 
 import ragtrace
 from ids import keyed_digest
-from ragtrace._internal import chunks, config, keyed, names, redaction
+from ragtrace._internal.core import chunks, keyed
+from ragtrace._internal import config, names, redaction
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import names
-from .figures import label as proxy_label
+from .core.figures import label as proxy_label
 
 ANNOTATOR = names.ANNOTATOR_CODE
 IN_PROMPT = names.EVALUATION_NAME_PREFIX + "in_prompt"  # a document's placement mark

@@ -8,14 +8,14 @@ from typing import Any, Union
 
 
 from . import names, otel_metrics, state as state_module
-from .assembly import DEFAULT_CHUNK_FORMAT, ContextBuilder, ContextRecord, Drop, Labeller, Prompt, default_template, fill, fill_prompt
-from .locate import locate
-from .chunks import Accessors, Chunk, NO_ACCESSORS, normalize, placeable, to_chunk, warn_if_digest_ids
-from .declared import Declared, leading_label, resolve
-from .guard import call_guarded, guard, warn_once
-from .keyed import warn_if_random
-from .messages import as_prompt
-from .tokens import Tokenizer
+from .core.assembly import DEFAULT_CHUNK_FORMAT, ContextBuilder, ContextRecord, Drop, Labeller, Prompt, default_template, fill, fill_prompt
+from .core.locate import locate
+from .core.chunks import Accessors, Chunk, NO_ACCESSORS, normalize, placeable, to_chunk, warn_if_digest_ids
+from .core.declared import Declared, leading_label, resolve
+from .core.guard import call_guarded, guard, warn_once
+from .core.keyed import warn_if_random
+from .core.messages import as_prompt
+from .core.tokens import Tokenizer
 from .spans import gate_messages, gated_json_object
 from .stage import Stage, content_limit, int_or_none, prompt_json
 

@@ -46,9 +46,9 @@ from opentelemetry import trace
 from . import boundary, names, state as state_module
 from . import config as config_module
 from .assemble_stage import Assemble
-from .chunks import Chunk
-from .guard import guard, new_locks_after_fork
-from .messages import as_prompt
+from .core.chunks import Chunk
+from .core.guard import guard, new_locks_after_fork
+from .core.messages import as_prompt
 from .pipeline import RagPipeline
 from .stage import Stage
 

@@ -37,7 +37,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from . import names
-from .guard import guard, new_locks_after_fork
+from .core.guard import guard, new_locks_after_fork
 from .stage import STAGE_KEY
 
 # the packages whose frames stand between the app and a stage: the caller is the first frame outside

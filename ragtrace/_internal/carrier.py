@@ -35,13 +35,13 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from . import names
-from .answer import SEARCHED
-from .assembly import ContextRecord, Drop, Placement
-from .chunks import Chunk
-from .citation_syntax import fold
+from .core.answer import SEARCHED
+from .core.assembly import ContextRecord, Drop, Placement
+from .core.chunks import Chunk
+from .core.citation_syntax import fold
 from .state import STATUS_REMOTE_CONTEXT_INVALID, STATUS_REMOTE_CONTEXT_TOO_LARGE, PipelineState
-from .keyed import HASHED_LABEL, label_key
-from .source_labels import shown_labels
+from .core.keyed import HASHED_LABEL, label_key
+from .core.source_labels import shown_labels
 from .redaction import MODES, ContentPolicy
 
 VERSION: Final = "v1"

@@ -33,8 +33,8 @@ from . import carrier as carrier_module
 from . import config as config_module
 from . import names, state as state_module
 from .state import STATUS_REMOTE_CONTEXT_INVALID, STATUS_REMOTE_CONTEXT_MISSING, STATUS_REMOTE_CONTEXT_TOO_LARGE
-from .guard import call_guarded, warn_once
-from .keyed import ENV_KEY, shared_key
+from .core.guard import call_guarded, warn_once
+from .core.keyed import ENV_KEY, shared_key
 from .pipeline import RagPipeline
 from .redaction import stricter_mode
 

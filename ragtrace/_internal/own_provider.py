@@ -18,7 +18,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 
-from . import guard
+from .core import guard
 
 
 def span_exporter(exporter: str | SpanExporter) -> tuple[SpanExporter, bool]:

@@ -15,11 +15,11 @@ from opentelemetry import trace
 
 from . import config as config_module
 from . import names, otel_metrics, state as state_module
-from .guard import guard, warn_once
-from .keyed import warn_if_random
+from .core.guard import guard, warn_once
+from .core.keyed import warn_if_random
 from .redaction import Redactor
 from .spans import gated_json_object
-from .outputs import as_text
+from .core.outputs import as_text
 from .stage import Stage, content_limit, query_hash, set_figures
 
 _F = TypeVar("_F", bound=Callable[..., Any])

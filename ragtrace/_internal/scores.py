@@ -20,7 +20,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 from . import config as config_module
 from . import names, otel_metrics
-from .guard import guard
+from .core.guard import guard
 from .pipeline import RagPipeline
 from .spans import trim_text
 

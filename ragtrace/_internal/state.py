@@ -22,10 +22,10 @@ from typing import Any
 
 from opentelemetry.trace import Span
 
-from .assembly import ContextRecord
-from .chunks import STAND_IN, Chunk
+from .core.assembly import ContextRecord
+from .core.chunks import STAND_IN, Chunk
 from .config import Config
-from . import figures as figures_module
+from .core import figures as figures_module
 from . import names
 from .names import (  # noqa: F401 - read here by the modules that set them
     STATUS_CONTEXT_UNKNOWN,
@@ -37,8 +37,8 @@ from .names import (  # noqa: F401 - read here by the modules that set them
     STATUS_REQUEST_SPLIT,
     STATUS_STATE_EVICTED,
 )
-from .figures import Answer, Figures
-from .guard import new_locks_after_fork, warn_once
+from .core.figures import Answer, Figures
+from .core.guard import new_locks_after_fork, warn_once
 
 _IMPLICIT_CAPACITY = 256
 _EVICTED_CAPACITY = 16 * _IMPLICIT_CAPACITY  # trace ids (ints) remembered as evicted

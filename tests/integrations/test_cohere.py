@@ -21,7 +21,7 @@ import pytest
 
 import ragtrace
 from ragtrace._internal import config
-from ragtrace._internal.keyed import content_digest
+from ragtrace._internal.core.keyed import content_digest
 
 from .cohere_fake import MODEL, FakeCohere, chat_events, chat_response, citation
 

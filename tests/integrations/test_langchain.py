@@ -25,7 +25,7 @@ from langchain_core.runnables import RunnablePassthrough
 from langchain_core.vectorstores import InMemoryVectorStore
 
 import ragtrace
-from ragtrace._internal import guard
+from ragtrace._internal.core import guard
 
 pytestmark = pytest.mark.usefixtures("langchain_on")
 

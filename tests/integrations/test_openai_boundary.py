@@ -29,7 +29,8 @@ import pytest
 from opentelemetry.trace import SpanKind
 
 import ragtrace
-from ragtrace._internal import auto_root, keyed
+from ragtrace._internal import auto_root
+from ragtrace._internal.core import keyed
 
 from .test_openai import instrumented  # noqa: F401 - the fixture: instrument("openai") for one test
 

@@ -12,7 +12,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from .. import names, state as state_module
-from ..guard import call_guarded, guard
+from ..core.guard import call_guarded, guard
 from ..stage import STAGE_KEY, Stage
 
 

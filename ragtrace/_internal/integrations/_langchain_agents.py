@@ -25,8 +25,8 @@ from opentelemetry import trace
 
 from .. import names, state as state_module
 from ..generation import Generate
-from ..guard import guard
-from ..messages import content_text
+from ..core.guard import guard
+from ..core.messages import content_text
 from ..retrieval import Retrieve
 from . import _langchain_assembly
 from ._agent_rounds import Ledger, Round, ToolCall, ToolRoot, answer_context, pieces_in

@@ -15,7 +15,7 @@ from typing import Any
 import wrapt
 
 from ..assemble_stage import Assemble
-from ..guard import guard
+from ..core.guard import guard
 from .runs import Scope, inside
 
 _STUFF_MODULE = "langchain_classic.chains.combine_documents.stuff"

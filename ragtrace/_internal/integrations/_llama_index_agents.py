@@ -21,9 +21,9 @@ from typing import Any
 from opentelemetry import trace
 
 from .. import names, state as state_module
-from ..assembly import ContextRecord
+from ..core.assembly import ContextRecord
 from ..generation import Generate
-from ..guard import guard
+from ..core.guard import guard
 from ..retrieval import Retrieve
 from ..stage import Stage
 from ._agent_rounds import Ledger, Round, ToolCall, answer_context, pieces_in

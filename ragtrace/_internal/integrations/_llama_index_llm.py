@@ -17,9 +17,9 @@ from opentelemetry import trace
 
 from .. import names, state as state_module
 from ..assemble_stage import Assemble
-from ..assembly import ContextRecord
+from ..core.assembly import ContextRecord
 from ..generation import Generate
-from ..outputs import end_mark
+from ..core.outputs import end_mark
 from . import _llama_index_agents
 from ._common import Attached, inside_generation
 from ._packing import derived_sources, exact_run, merged

@@ -20,11 +20,12 @@ from typing import Any
 
 from opentelemetry import trace
 
-from .. import auto_root, figures, names, state as state_module
+from .. import auto_root, names, state as state_module
+from ..core import figures
 from ..assemble_stage import Assemble
-from ..chunks import Chunk
-from ..keyed import content_digest, holds_digest, warn_if_random
-from ..provided import Provided, Source, by_index, context_record
+from ..core.chunks import Chunk
+from ..core.keyed import content_digest, holds_digest, warn_if_random
+from ..core.provided import Provided, Source, by_index, context_record
 from ..retrieval import Retrieve
 from ._anthropic_blocks import Request
 

@@ -34,7 +34,7 @@ import wrapt
 from opentelemetry import trace
 
 from ..generation import Generate
-from ..guard import call_guarded, guard, warn_once
+from ..core.guard import call_guarded, guard, warn_once
 from ..passthrough import record_as_consumed
 from . import _provider
 from ._anthropic_blocks import event_refs, message_refs, read_request

@@ -42,13 +42,14 @@ from typing import Any
 
 from opentelemetry import trace
 
-from .. import auto_root, figures
+from .. import auto_root
+from ..core import figures
 from ..generation import Generate
-from ..guard import call_guarded, guard
-from ..keyed import warn_if_random
-from ..outputs import get
+from ..core.guard import call_guarded, guard
+from ..core.keyed import warn_if_random
+from ..core.outputs import get
 from ..passthrough import RecordingIterator
-from ..provided import Provided
+from ..core.provided import Provided
 from ..retrieval import Retrieve
 from . import _provider
 from ._anthropic_blocks import Request

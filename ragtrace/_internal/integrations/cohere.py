@@ -39,11 +39,11 @@ from opentelemetry import trace
 
 from .. import names
 from ..generation import Generate
-from ..guard import guard
-from ..keyed import content_digest
-from ..outputs import get
+from ..core.guard import guard
+from ..core.keyed import content_digest
+from ..core.outputs import get
 from ..passthrough import record_as_consumed
-from ..provided import Source
+from ..core.provided import Source
 from ..retrieval import Embed, Rerank
 from . import _provider
 from ._anthropic_blocks import DOCUMENT, Request

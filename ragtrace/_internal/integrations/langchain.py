@@ -26,8 +26,8 @@ from opentelemetry import trace
 
 from .. import names
 from ..generation import Generate
-from ..guard import guard, is_strict
-from ..outputs import langchain_cut_off
+from ..core.guard import guard, is_strict
+from ..core.outputs import langchain_cut_off
 from ..retrieval import Rerank, Retrieve
 from . import _langchain_agents, _langchain_assembly
 from ._common import generated, generating

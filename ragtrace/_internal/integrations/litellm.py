@@ -38,9 +38,9 @@ from opentelemetry import trace
 
 from .. import auto_root, names, state as state_module
 from ..generation import Generate
-from ..guard import call_guarded, warn_once
-from ..keyed import warn_if_random
-from ..outputs import get
+from ..core.guard import call_guarded, warn_once
+from ..core.keyed import warn_if_random
+from ..core.outputs import get
 from ..retrieval import Rerank, Retrieve
 from ..stage import Stage
 from . import _litellm_calls, _provider

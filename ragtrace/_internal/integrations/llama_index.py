@@ -35,7 +35,7 @@ from typing import Any
 from opentelemetry import trace
 
 from .. import state as state_module
-from ..guard import guard
+from ..core.guard import guard
 from ..pipeline import RagPipeline
 from ..retrieval import Embed, Rerank, Retrieve
 from ..stage import Stage

@@ -15,7 +15,7 @@ from typing import Any
 import wrapt
 from opentelemetry import trace
 
-from ..guard import warn_once
+from ..core.guard import warn_once
 from ..retrieval import Embed
 from ._common import call_wrappers, started, unwrap
 

@@ -20,7 +20,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from .. import state as state_module
-from ..guard import guard
+from ..core.guard import guard
 from ..pipeline import RagPipeline
 from ..stage import Stage
 

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
-from . import names
+from .. import names
 from .assembly import ContextRecord, Drop, Placement, Prompt
 from .chunks import Chunk
 from .source_labels import KEYWORD_LABEL, LIST_LABEL, NUMBER_LABEL, XML_LABEL, label_of

@@ -17,7 +17,8 @@ from collections.abc import Callable, Iterable, Sequence, Set
 from dataclasses import dataclass
 from typing import Any
 
-from . import figures, names
+from . import figures
+from .. import names
 from .assembly import ContextRecord
 from .citations import CitationPattern, CitationResult, parse_citations
 from .guard import warn_once

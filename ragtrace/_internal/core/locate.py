@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any, NamedTuple
 
-from . import names
+from .. import names
 from .assembly import ContextRecord, Drop, Placement
 from .chunks import Chunk, content_hash
 from .patterns import uncached

@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final, Union
 
-from . import names
+from .. import names
 from .citation_scan import Scanner
 
 __all__ = ["CitationPattern", "CitationResult", "parse_citations"]

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
-from . import names
+from .. import names
 from .chunks import Accessors, Chunk, NO_ACCESSORS, content_hash, placeable, to_chunk
 from .tokens import DEFAULT_TOKENIZER, Tokenizer
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 
-from . import figures, names
+from . import figures
+from .. import names
 from .answer import Scored, classify
 from .assembly import ContextRecord, Placement
 from .citations import CitationResult
