@@ -296,7 +296,7 @@ def setup_project(key: str) -> Setup:
     from opentelemetry import trace
 
     import ragtrace
-    from ragtrace._internal import config as rt_config
+    from ragtrace._internal.setup import config as rt_config
     from ragtrace._internal.core import guard as rt_guard
 
     rt_guard.set_strict(True)  # a ragtrace bug fails the benchmark instead of hiding behind the guard

@@ -35,7 +35,7 @@ from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 
 import ragtrace  # noqa: E402
 from interleaved import medians  # noqa: E402
-from ragtrace._internal import assemble_stage
+from ragtrace._internal.stages import assemble_stage
 from ragtrace._internal.core import assembly
 
 BAR = 1.02

@@ -195,7 +195,7 @@ def test_a_record_that_cant_be_used_gets_its_status_and_the_request_goes_on(serv
 
 def _expire(headers: dict[str, str]) -> None:
     """The record as it arrives after its expiry: re-signed by A with a ttl already over."""
-    from ragtrace._internal import carrier
+    from ragtrace._internal.boundaries import carrier
 
     token = headers[names.CARRIER_KEY]
     document = json.loads(inflated(token))

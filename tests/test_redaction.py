@@ -25,7 +25,8 @@ from opentelemetry.trace import StatusCode
 import ragtrace
 from ids import keyed_digest
 from ragtrace._internal.core import chunks, keyed
-from ragtrace._internal import config, names, redaction
+from ragtrace._internal.setup import config, redaction
+from ragtrace._internal import names
 
 ROOT = Path(__file__).resolve().parent.parent
 

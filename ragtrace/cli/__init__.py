@@ -39,7 +39,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _version() -> str:
     """The version, and whether the report path runs compiled here (``compiled``)."""
-    from .._internal.config import VERSION
+    from .._internal.setup.config import VERSION
     from .compiled import build
 
     return f"{VERSION} (report path: {build()})"

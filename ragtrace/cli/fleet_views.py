@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._internal import names
-from .._internal.prometheus_names import label, metric
+from .._internal.names.prometheus_names import label, metric
 
 SHIPPED = Path(__file__).resolve().parent.parent / "dashboards"
 DASHBOARD_FILE = "ragtrace-rag-quality.json"

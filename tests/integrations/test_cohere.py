@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import ragtrace
-from ragtrace._internal import config
+from ragtrace._internal.setup import config
 from ragtrace._internal.core.keyed import content_digest
 
 from .cohere_fake import MODEL, FakeCohere, chat_events, chat_response, citation

@@ -18,14 +18,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import figures
-from .. import names
+from . import vocabulary
 from .assembly import ContextRecord
 from .citations import CitationPattern, CitationResult, parse_citations
 from .guard import warn_once
 from .keyed import HASHED_LABEL, label_key
 from .source_labels import shown_labels
 
-SEARCHED = frozenset({names.INCLUSION_LOCATED, names.INCLUSION_INFERRED})
+SEARCHED = frozenset({vocabulary.INCLUSION_LOCATED, vocabulary.INCLUSION_INFERRED})
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
-from .. import names
+from . import vocabulary
 from .chunks import Accessors, Chunk, NO_ACCESSORS, content_hash, placeable, to_chunk
 from .tokens import DEFAULT_TOKENIZER, Tokenizer
 
@@ -207,7 +207,7 @@ class ContextBuilder:
         """``add`` for a chunk already read and found placeable (``chunks.placeable``)."""
         content = chunk.content
         if chunk.id in self._seen_ids or (content and content in self._seen_texts):
-            self._dropped.append(Drop(chunk.id, names.DROP_DUPLICATE))
+            self._dropped.append(Drop(chunk.id, vocabulary.DROP_DUPLICATE))
             return False
         text = content or ""
         tokens: int | None = None
@@ -223,7 +223,7 @@ class ContextBuilder:
         if tokens is not None and self.max_tokens is not None and self._used_tokens + tokens > self.max_tokens:
             room = self.max_tokens - self._used_tokens
             if not self.truncate or room < min(self.min_truncated_tokens, tokens):
-                self._dropped.append(Drop(chunk.id, names.DROP_OVER_BUDGET))
+                self._dropped.append(Drop(chunk.id, vocabulary.DROP_OVER_BUDGET))
                 return False
             text = self.tokenizer.truncate(text, room)
             tokens = self.tokenizer.count(text)
@@ -247,11 +247,11 @@ class ContextBuilder:
                 self._used_tokens += entry.tokens
         self._uncounted = self._uncounted_bound = 0
 
-    def drop(self, item: Any, reason: str = names.DROP_FILTERED) -> None:
+    def drop(self, item: Any, reason: str = vocabulary.DROP_FILTERED) -> None:
         """Record that the caller chose not to include a chunk, and why."""
         chunk = self._chunk(item)
         if chunk is not None:
-            self._dropped.append(Drop(chunk.id, str(reason) or names.DROP_FILTERED))
+            self._dropped.append(Drop(chunk.id, str(reason) or vocabulary.DROP_FILTERED))
 
     def _chunk(self, item: Any) -> Chunk | None:
         failed: list[str] = []
@@ -343,9 +343,9 @@ class ContextBuilder:
             self.render()
         placements = self._placements()
         rendered = len(placements)
-        late = [Drop(entry.chunk.id, names.DROP_NOT_RENDERED) for entry in self._entries[rendered:]]
+        late = [Drop(entry.chunk.id, vocabulary.DROP_NOT_RENDERED) for entry in self._entries[rendered:]]
         return ContextRecord(
-            method=names.INCLUSION_RECORDED,
+            method=vocabulary.INCLUSION_RECORDED,
             placements=placements,
             dropped=list(self._dropped) + late,
             max_tokens=self.max_tokens,

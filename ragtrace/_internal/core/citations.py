@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final, Union
 
-from .. import names
+from . import vocabulary
 from .citation_scan import Scanner
 
 __all__ = ["CitationPattern", "CitationResult", "parse_citations"]
@@ -55,7 +55,7 @@ CitationPattern = Union[str, re.Pattern[str], Callable[[str], Iterable[str]]]
 
 @dataclass(frozen=True, slots=True)
 class CitationResult:
-    """What the answer cites. ``format`` is one of ``names.CITATION_FORMAT_*``."""
+    """What the answer cites. ``format`` is one of ``vocabulary.CITATION_FORMAT_*``."""
 
     format: str
     cited_ids: tuple[str, ...]
@@ -73,7 +73,7 @@ class CitationResult:
         return len(self.invalid_labels)
 
 
-_NOTHING: Final = CitationResult(names.CITATION_FORMAT_NONE, (), (), False)
+_NOTHING: Final = CitationResult(vocabulary.CITATION_FORMAT_NONE, (), (), False)
 
 
 def parse_citations(
@@ -125,9 +125,9 @@ def parse_citations(
             parser.user_key(key)
 
     if parser.json_found:
-        kind = names.CITATION_FORMAT_JSON
+        kind = vocabulary.CITATION_FORMAT_JSON
     elif parser.cited or parser.invalid:
-        kind = names.CITATION_FORMAT_INLINE
+        kind = vocabulary.CITATION_FORMAT_INLINE
     else:
         return _NOTHING
     return CitationResult(kind, tuple(parser.cited), tuple(parser.invalid), True)

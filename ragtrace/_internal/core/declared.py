@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
-from .. import names
+from . import vocabulary
 from .assembly import ContextRecord, Drop, Placement, Prompt
 from .chunks import Chunk
 from .source_labels import KEYWORD_LABEL, LIST_LABEL, NUMBER_LABEL, XML_LABEL, label_of
@@ -104,7 +104,7 @@ def resolve(declared: Sequence[Declared], prompt: Any, tokenizer: Tokenizer) -> 
     A chunk placed twice is in context once (the second is a ``duplicate`` drop), but the label
     the model saw on its second rendering still resolves to it.
     """
-    record = ContextRecord(method=names.INCLUSION_DECLARED)
+    record = ContextRecord(method=vocabulary.INCLUSION_DECLARED)
     messages = as_messages(prompt)
     final: Prompt | None = messages if messages is not None else (prompt if isinstance(prompt, str) else None)
     record.prompt = final
@@ -122,7 +122,7 @@ def resolve(declared: Sequence[Declared], prompt: Any, tokenizer: Tokenizer) -> 
     for index, entry in enumerate(declared):
         occurrence = found.get(index) if found is not None else None
         if entry.chunk.id in seen:
-            record.dropped.append(Drop(entry.chunk.id, names.DROP_DUPLICATE))
+            record.dropped.append(Drop(entry.chunk.id, vocabulary.DROP_DUPLICATE))
             if entry.label and (occurrence is not None or found is None):
                 record.aliases.setdefault(entry.label, entry.chunk.id)
             piece = split_label(entry.text)[1]
@@ -136,7 +136,7 @@ def resolve(declared: Sequence[Declared], prompt: Any, tokenizer: Tokenizer) -> 
                 record.placements[at] = replace(first, tokens=first.tokens + tokenizer.count(piece))
             continue
         if found is not None and occurrence is None:
-            record.dropped.append(Drop(entry.chunk.id, names.DROP_NOT_IN_PROMPT))
+            record.dropped.append(Drop(entry.chunk.id, vocabulary.DROP_NOT_IN_PROMPT))
             if entry.label:
                 record.unshown.setdefault(entry.label, entry.chunk.id)
             continue

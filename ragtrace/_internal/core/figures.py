@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, Union
 
-from ..names import (  # the status reasons live in names.py; imported here for the modules that set them
+from .vocabulary import (  # the status reasons live in vocabulary.py; imported here for the modules that set them
     STATUS_ANSWER_UNREADABLE,
     STATUS_CITATION_PATTERN_FAILED,
     STATUS_CITATIONS_FILE_LEVEL,

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any, NamedTuple
 
-from .. import names
+from . import vocabulary
 from .assembly import ContextRecord, Drop, Placement
 from .chunks import Chunk, content_hash
 from .patterns import uncached
@@ -95,7 +95,7 @@ def locate(chunks: Sequence[Chunk], prompt: Any, tokenizer: Tokenizer = DEFAULT_
         elif chunk.content and chunk.content != chunks[first].content:
             pieces.append(number)
         else:
-            dropped[number] = Drop(chunk.id, names.DROP_DUPLICATE)
+            dropped[number] = Drop(chunk.id, vocabulary.DROP_DUPLICATE)
     pending.sort(key=lambda number: -len(chunks[number].content or ""))  # stable: ties keep input order
     taken: list[tuple[int, int, int]] = []  # (text index, start, end) already credited
     for number in pending:
@@ -103,7 +103,7 @@ def locate(chunks: Sequence[Chunk], prompt: Any, tokenizer: Tokenizer = DEFAULT_
         hit = _find_chunk(content, texts, taken)
         if hit is None:
             shared = taken and _find_chunk(content, texts, []) is not None
-            dropped[number] = Drop(chunks[number].id, names.DROP_DUPLICATE if shared else names.DROP_NOT_FOUND)
+            dropped[number] = Drop(chunks[number].id, vocabulary.DROP_DUPLICATE if shared else vocabulary.DROP_NOT_FOUND)
             continue
         taken.append(hit[:3])
         hits[number] = hit
@@ -120,7 +120,7 @@ def locate(chunks: Sequence[Chunk], prompt: Any, tokenizer: Tokenizer = DEFAULT_
                 taken.append(hit[:3])
                 outside.discard(number)
     for number in outside:
-        dropped[number] = Drop(chunks[number].id, names.DROP_OUTSIDE_SOURCES)
+        dropped[number] = Drop(chunks[number].id, vocabulary.DROP_OUTSIDE_SOURCES)
     is_chat = not isinstance(prompt, str)
     placements: list[Placement] = []
     for position, (number, hit) in enumerate(sorted(hits.items(), key=lambda item: (item[1].text, item[1].start)), start=1):
@@ -138,7 +138,7 @@ def locate(chunks: Sequence[Chunk], prompt: Any, tokenizer: Tokenizer = DEFAULT_
                 content_hash=chunk.content_hash or (content_hash(chunk.content) if chunk.content else None),
             )
         )
-    record = ContextRecord(method=names.INCLUSION_LOCATED, placements=placements, prompt=prompt)
+    record = ContextRecord(method=vocabulary.INCLUSION_LOCATED, placements=placements, prompt=prompt)
     _aliases(record, chunks, pieces, hits, texts, taken, tokenizer, dropped)
     record.dropped = [dropped[number] for number in sorted(dropped)]
     record.not_located = not placements and any(c.content and c.content.strip() for c in chunks) and any(t.strip() for t in texts.raw)
@@ -208,7 +208,7 @@ def _aliases(
         index = at.get(chunk.id)
         hit = _find_chunk(chunk.content or "", texts, taken) if index is not None else None
         if hit is None or index is None:
-            dropped[number] = Drop(chunk.id, names.DROP_DUPLICATE)
+            dropped[number] = Drop(chunk.id, vocabulary.DROP_DUPLICATE)
             continue
         taken.append(hit[:3])
         label = label_at(texts.raw[hit.text], hit.start)[0]
@@ -218,7 +218,7 @@ def _aliases(
         placement = record.placements[index]
         shown = texts.raw[hit.text][hit.start : hit.end]
         record.placements[index] = replace(placement, tokens=placement.tokens + tokenizer.count(shown))
-        dropped[number] = Drop(chunk.id, names.DROP_DUPLICATE)
+        dropped[number] = Drop(chunk.id, vocabulary.DROP_DUPLICATE)
 
 
 def _find_chunk(content: str, texts: _Texts, taken: Sequence[tuple[int, int, int]] = ()) -> _Hit | None:

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 
 from . import figures
-from .. import names
+from . import vocabulary
 from .answer import Scored, classify
 from .assembly import ContextRecord, Placement
 from .citations import CitationResult
@@ -48,7 +48,7 @@ class Provided:
 
     cited_ids: tuple[str, ...] = ()
     invalid: tuple[str, ...] = ()
-    granularity: str = names.CITATION_GRANULARITY_CHUNK
+    granularity: str = vocabulary.CITATION_GRANULARITY_CHUNK
     files: tuple[str, ...] = ()
     ambiguous: bool = False  # a cited file has several results in the context
     unmeasured: str | None = None
@@ -62,7 +62,7 @@ def context_record(sources: Sequence[Source], tokenizer: Tokenizer) -> ContextRe
     labelled by its id (the model cites a block by the API's index, which the provider resolves:
     no text label exists, and none is missing). No character offsets (-1): a block is a part of
     the request, not a span of prompt text."""
-    record = ContextRecord(method=names.INCLUSION_PROVIDER)
+    record = ContextRecord(method=vocabulary.INCLUSION_PROVIDER)
     seen: set[str] = set()
     for source in sources:
         if source.chunk_id in seen:
@@ -94,7 +94,7 @@ def by_file(cited_files: Iterable[str], files_of: Sequence[tuple[str, str]] | No
     without ``include=["file_search_call.results"]``): only the cited files are."""
     files = tuple(dict.fromkeys(f for f in cited_files if isinstance(f, str)))
     if files_of is None:
-        return Provided(granularity=names.CITATION_GRANULARITY_FILE, files=files, unmeasured=figures.STATUS_RESULTS_NOT_INCLUDED)
+        return Provided(granularity=vocabulary.CITATION_GRANULARITY_FILE, files=files, unmeasured=figures.STATUS_RESULTS_NOT_INCLUDED)
     ids: dict[str, None] = {}
     invalid: list[str] = []
     ambiguous = False
@@ -104,7 +104,7 @@ def by_file(cited_files: Iterable[str], files_of: Sequence[tuple[str, str]] | No
             invalid.append(f"file_id={file_id}")
         ambiguous = ambiguous or len(set(chunks)) > 1
         ids.update(dict.fromkeys(chunks))
-    return Provided(tuple(ids), tuple(invalid), names.CITATION_GRANULARITY_FILE, files, ambiguous)
+    return Provided(tuple(ids), tuple(invalid), vocabulary.CITATION_GRANULARITY_FILE, files, ambiguous)
 
 
 def scored(provided: Provided, context: ContextRecord | None, retrieved: Set[str]) -> Scored:
@@ -112,7 +112,7 @@ def scored(provided: Provided, context: ContextRecord | None, retrieved: Set[str
     parsed citations (``answer.classify``), over ids the provider resolved instead of labels
     read from text; or not measurable, with the reason the provider's report leaves open."""
     placements = context.placements if context is not None else None
-    result = CitationResult(names.CITATION_FORMAT_PROVIDER, provided.cited_ids, provided.invalid, bool(provided.cited_ids or provided.invalid or provided.files))
+    result = CitationResult(vocabulary.CITATION_FORMAT_PROVIDER, provided.cited_ids, provided.invalid, bool(provided.cited_ids or provided.invalid or provided.files))
     unmeasured = provided.unmeasured or (figures.STATUS_CITATIONS_FILE_LEVEL if provided.ambiguous else None)
     if unmeasured is not None:
         return Scored(figures.Answer(placements, provided.cited_ids, len(provided.invalid), 0, unmeasured), result)

@@ -14,7 +14,7 @@ from typing import Any
 
 import wrapt
 
-from ..assemble_stage import Assemble
+from ..stages.assemble_stage import Assemble
 from ..core.guard import guard
 from .runs import Scope, inside
 

@@ -32,9 +32,9 @@ import wrapt
 from opentelemetry import trace
 
 from ..core import figures
-from ..generation import Generate
+from ..stages.generation import Generate
 from ..core.guard import guard
-from ..passthrough import record_as_consumed
+from ..stages.passthrough import record_as_consumed
 from ..core.provided import Provided
 from . import _gemini_grounding as grounding
 from . import _provider

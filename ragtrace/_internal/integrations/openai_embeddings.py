@@ -16,7 +16,7 @@ import wrapt
 from opentelemetry import trace
 
 from ..core.guard import warn_once
-from ..retrieval import Embed
+from ..stages.retrieval import Embed
 from ._common import call_wrappers, started, unwrap
 
 _MODULE = "openai.resources.embeddings"

@@ -29,7 +29,7 @@ from typing import Any
 from opentelemetry import trace
 
 from ..core import figures
-from ..generation import Generate
+from ..stages.generation import Generate
 from ..core.keyed import content_digest
 from ..core.outputs import get
 from ..core.provided import Source, by_file

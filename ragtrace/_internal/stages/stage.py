@@ -16,13 +16,15 @@ from opentelemetry import trace
 from opentelemetry.metrics import _internal as _metrics_api
 from opentelemetry.trace import Span, SpanKind
 
-from . import config as config_module
-from .core import figures as figures_module
-from . import names, otel_metrics, state as state_module
-from .config import Config
-from .core.guard import guard, set_content_check, warn_once
-from .core.keyed import query_digest
-from .core.outputs import as_text
+from ..setup import config as config_module
+from ..core import figures as figures_module
+from .. import names
+from ..setup import otel_metrics
+from . import state as state_module
+from ..setup.config import Config
+from ..core.guard import guard, set_content_check, warn_once
+from ..core.keyed import query_digest
+from ..core.outputs import as_text
 from .spans import Attributes, all_passed, json_messages_within, record_error, trim_text, value_length_limit
 
 

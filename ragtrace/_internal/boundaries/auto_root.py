@@ -43,14 +43,16 @@ from typing import Any
 
 from opentelemetry import trace
 
-from . import boundary, names, state as state_module
-from . import config as config_module
-from .assemble_stage import Assemble
-from .core.chunks import Chunk
-from .core.guard import guard, new_locks_after_fork
-from .core.messages import as_prompt
-from .pipeline import RagPipeline
-from .stage import Stage
+from . import boundary
+from .. import names
+from ..stages import state as state_module
+from ..setup import config as config_module
+from ..stages.assemble_stage import Assemble
+from ..core.chunks import Chunk
+from ..core.guard import guard, new_locks_after_fork
+from ..core.messages import as_prompt
+from ..stages.pipeline import RagPipeline
+from ..stages.stage import Stage
 
 IDLE_SECONDS = 60.0  # a root with no stage for this long is not joined, and is ended as abandoned
 MAX_RETRIEVALS = 32  # retrievals one root takes before the next opens another root

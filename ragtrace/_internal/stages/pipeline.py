@@ -13,13 +13,15 @@ from typing import Any, TypeVar
 
 from opentelemetry import trace
 
-from . import config as config_module
-from . import names, otel_metrics, state as state_module
-from .core.guard import guard, warn_once
-from .core.keyed import warn_if_random
-from .redaction import Redactor
+from ..setup import config as config_module
+from .. import names
+from ..setup import otel_metrics
+from . import state as state_module
+from ..core.guard import guard, warn_once
+from ..core.keyed import warn_if_random
+from ..setup.redaction import Redactor
 from .spans import gated_json_object
-from .core.outputs import as_text
+from ..core.outputs import as_text
 from .stage import Stage, content_limit, query_hash, set_figures
 
 _F = TypeVar("_F", bound=Callable[..., Any])

@@ -8,15 +8,17 @@ from typing import Any
 
 from opentelemetry.trace import SpanKind
 
-from .core import figures as figures_module
-from . import names, otel_metrics, state as state_module
-from .core.answer import Scored, checked_pattern, score
-from .core.assembly import ContextRecord
-from .core.citations import CitationPattern, CitationResult
-from .core.provided import Provided, scored as provided_scored
-from .core.guard import call_guarded, guard, warn_once
-from .core.messages import as_messages
-from .core.outputs import as_text, cut_off, is_streaming_response, read_output, read_piece, stream_pieces
+from ..core import figures as figures_module
+from .. import names
+from ..setup import otel_metrics
+from . import state as state_module
+from ..core.answer import Scored, checked_pattern, score
+from ..core.assembly import ContextRecord
+from ..core.citations import CitationPattern, CitationResult
+from ..core.provided import Provided, scored as provided_scored
+from ..core.guard import call_guarded, guard, warn_once
+from ..core.messages import as_messages
+from ..core.outputs import as_text, cut_off, is_streaming_response, read_output, read_piece, stream_pieces
 from .spans import all_passed, gate_messages, messages_json
 from .assemble_stage import Assemble
 from .stage import Stage, float_or_none, int_or_none, set_figures

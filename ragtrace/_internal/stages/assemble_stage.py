@@ -7,15 +7,17 @@ from contextvars import ContextVar
 from typing import Any, Union
 
 
-from . import names, otel_metrics, state as state_module
-from .core.assembly import DEFAULT_CHUNK_FORMAT, ContextBuilder, ContextRecord, Drop, Labeller, Prompt, default_template, fill, fill_prompt
-from .core.locate import locate
-from .core.chunks import Accessors, Chunk, NO_ACCESSORS, normalize, placeable, to_chunk, warn_if_digest_ids
-from .core.declared import Declared, leading_label, resolve
-from .core.guard import call_guarded, guard, warn_once
-from .core.keyed import warn_if_random
-from .core.messages import as_prompt
-from .core.tokens import Tokenizer
+from .. import names
+from ..setup import otel_metrics
+from . import state as state_module
+from ..core.assembly import DEFAULT_CHUNK_FORMAT, ContextBuilder, ContextRecord, Drop, Labeller, Prompt, default_template, fill, fill_prompt
+from ..core.locate import locate
+from ..core.chunks import Accessors, Chunk, NO_ACCESSORS, normalize, placeable, to_chunk, warn_if_digest_ids
+from ..core.declared import Declared, leading_label, resolve
+from ..core.guard import call_guarded, guard, warn_once
+from ..core.keyed import warn_if_random
+from ..core.messages import as_prompt
+from ..core.tokens import Tokenizer
 from .spans import gate_messages, gated_json_object
 from .stage import Stage, content_limit, int_or_none, prompt_json
 

@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from . import names
-from .core.figures import label as proxy_label
+from .. import names
+from ..core.figures import label as proxy_label
 
 ANNOTATOR = names.ANNOTATOR_CODE
 IN_PROMPT = names.EVALUATION_NAME_PREFIX + "in_prompt"  # a document's placement mark

@@ -18,9 +18,9 @@ import wrapt
 from opentelemetry import trace
 from opentelemetry.metrics import _internal as _metrics_api
 
-from . import config as config_module
+from ..setup import config as config_module
 from . import state as state_module
-from .core.guard import call_guarded, guard
+from ..core.guard import call_guarded, guard
 from .passthrough import Kept, record_as_consumed
 from .stage import Stage
 

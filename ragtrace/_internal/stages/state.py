@@ -22,12 +22,12 @@ from typing import Any
 
 from opentelemetry.trace import Span
 
-from .core.assembly import ContextRecord
-from .core.chunks import STAND_IN, Chunk
-from .config import Config
-from .core import figures as figures_module
-from . import names
-from .names import (  # noqa: F401 - read here by the modules that set them
+from ..core.assembly import ContextRecord
+from ..core.chunks import STAND_IN, Chunk
+from ..setup.config import Config
+from ..core import figures as figures_module
+from .. import names
+from ..names import (  # noqa: F401 - read here by the modules that set them
     STATUS_CONTEXT_UNKNOWN,
     STATUS_DELEGATED,
     STATUS_OUTSIDE_PIPELINE,
@@ -37,8 +37,8 @@ from .names import (  # noqa: F401 - read here by the modules that set them
     STATUS_REQUEST_SPLIT,
     STATUS_STATE_EVICTED,
 )
-from .core.figures import Answer, Figures
-from .core.guard import new_locks_after_fork, warn_once
+from ..core.figures import Answer, Figures
+from ..core.guard import new_locks_after_fork, warn_once
 
 _IMPLICIT_CAPACITY = 256
 _EVICTED_CAPACITY = 16 * _IMPLICIT_CAPACITY  # trace ids (ints) remembered as evicted

@@ -1,17 +1,17 @@
 """Renders docs/attributes.md from the ``ATTRIBUTES`` and ``METRICS`` tables in names.py.
 
-Regenerate with ``python -m ragtrace._internal.reference > docs/attributes.md``; a test fails when
+Regenerate with ``python -m ragtrace._internal.names.reference > docs/attributes.md``; a test fails when
 the page and the constants drift apart.
 """
 
 from __future__ import annotations
 
 from . import prometheus_names
-from .names import ATTRIBUTES, METRICS, METRICS_STATUS_MEASURED, METRICS_STATUS_OTHER, METRICS_STATUS_REASONS, MetricInfo
+from . import ATTRIBUTES, METRICS, METRICS_STATUS_MEASURED, METRICS_STATUS_OTHER, METRICS_STATUS_REASONS, MetricInfo
 
 HEADER = """# Attribute reference
 
-Generated from `ragtrace/_internal/names.py` (`python -m ragtrace._internal.reference > docs/attributes.md`);
+Generated from `ragtrace/_internal/names.py` (`python -m ragtrace._internal.names.reference > docs/attributes.md`);
 a test fails when this page and the code drift apart.
 
 *Content* attributes carry user text (queries, chunks, prompts, completions). They pass through the

@@ -18,7 +18,7 @@ from opentelemetry.metrics import _internal as _metrics_api
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
 
-from .core import guard, keyed
+from ..core import guard, keyed
 from . import own_provider, prometheus_endpoint
 from .redaction import (
     ContentPolicy,
@@ -29,7 +29,7 @@ from .redaction import (
     sample_from_environment,
     sampled_for_content,
 )
-from .core.tokens import DEFAULT_TOKENIZER, Tokenizer
+from ..core.tokens import DEFAULT_TOKENIZER, Tokenizer
 
 INSTRUMENTATION_NAME = "ragtrace"
 _MeterProvider = metrics.MeterProvider  # configure()'s ``metrics=`` argument shadows the module

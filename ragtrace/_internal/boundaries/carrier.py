@@ -34,15 +34,15 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Final
 
-from . import names
-from .core.answer import SEARCHED
-from .core.assembly import ContextRecord, Drop, Placement
-from .core.chunks import Chunk
-from .core.citation_syntax import fold
-from .state import STATUS_REMOTE_CONTEXT_INVALID, STATUS_REMOTE_CONTEXT_TOO_LARGE, PipelineState
-from .core.keyed import HASHED_LABEL, label_key
-from .core.source_labels import shown_labels
-from .redaction import MODES, ContentPolicy
+from .. import names
+from ..core.answer import SEARCHED
+from ..core.assembly import ContextRecord, Drop, Placement
+from ..core.chunks import Chunk
+from ..core.citation_syntax import fold
+from ..stages.state import STATUS_REMOTE_CONTEXT_INVALID, STATUS_REMOTE_CONTEXT_TOO_LARGE, PipelineState
+from ..core.keyed import HASHED_LABEL, label_key
+from ..core.source_labels import shown_labels
+from ..setup.redaction import MODES, ContentPolicy
 
 VERSION: Final = "v1"
 # The most characters a token may have: typical servers accept 8 KB header lines, shared with the

@@ -18,9 +18,9 @@ from typing import Any
 
 from opentelemetry import metrics
 
-from . import names
-from .core import guard
-from .core.guard import new_locks_after_fork
+from .. import names
+from ..core import guard
+from ..core.guard import new_locks_after_fork
 from .config import INSTRUMENTATION_NAME, VERSION, Config, global_meter_provider, meter_provider_unset
 
 # GenAI semantic-convention bucket boundaries (seconds and tokens); ratio buckets for the proxies.

@@ -18,9 +18,10 @@ from typing import Any, Final
 from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
-from . import config as config_module
-from . import names, otel_metrics
-from .core.guard import guard
+from ..setup import config as config_module
+from .. import names
+from ..setup import otel_metrics
+from ..core.guard import guard
 from .pipeline import RagPipeline
 from .spans import trim_text
 

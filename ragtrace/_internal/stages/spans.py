@@ -17,8 +17,8 @@ from typing import Any
 
 from opentelemetry.trace import Span, Status, StatusCode
 
-from . import names
-from .redaction import ContentPolicy
+from .. import names
+from ..setup.redaction import ContentPolicy
 
 _EXCEPTION_EVENT = "exception"
 _EXC_TYPE = "exception.type"

@@ -23,7 +23,7 @@ from typing import Any
 
 import wrapt
 
-from .core.guard import guard
+from ..core.guard import guard
 from .stage import Stage
 
 

@@ -18,7 +18,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 
-from .core import guard
+from ..core import guard
 
 
 def span_exporter(exporter: str | SpanExporter) -> tuple[SpanExporter, bool]:
@@ -28,7 +28,7 @@ def span_exporter(exporter: str | SpanExporter) -> tuple[SpanExporter, bool]:
     if not isinstance(exporter, str):
         raise TypeError(f"exporter must be 'console', 'otlp', 'jsonl:PATH', 'phoenix:URL' or a SpanExporter, got {type(exporter).__name__}")
     if exporter == "console":
-        from ..exporters.console import ConsoleTreeExporter
+        from ...exporters.console import ConsoleTreeExporter
 
         return ConsoleTreeExporter(), False
     if exporter == "otlp":
@@ -41,12 +41,12 @@ def span_exporter(exporter: str | SpanExporter) -> tuple[SpanExporter, bool]:
         path = exporter[len("jsonl:") :]
         if not path:
             raise ValueError("exporter='jsonl:PATH' needs a file path")
-        from ..exporters.jsonl import JsonLinesExporter
+        from ...exporters.jsonl import JsonLinesExporter
 
         return JsonLinesExporter(path), True
     if exporter.startswith("phoenix:"):
         url = exporter[len("phoenix:") :] or os.environ.get("PHOENIX_COLLECTOR_ENDPOINT") or "http://127.0.0.1:6006"
-        from ..exporters.phoenix import PhoenixExporter
+        from ...exporters.phoenix import PhoenixExporter
 
         return PhoenixExporter(url), True
     raise ValueError(f"unknown exporter {exporter!r}: use 'console', 'otlp', 'jsonl:PATH', 'phoenix:URL' or a SpanExporter")

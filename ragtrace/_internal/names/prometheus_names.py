@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from . import names
+from .. import names
 
 _INVALID = re.compile(r"[^a-zA-Z0-9_:]")
 _ANNOTATION = re.compile(r"\{[^}]*\}")

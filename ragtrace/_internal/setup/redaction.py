@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from .core import guard
+from ..core import guard
 
 ContentMode = Literal["full", "redact", "hash"]
 MODES: Final = ("full", "redact", "hash")

@@ -28,7 +28,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.view import View
 from opentelemetry.sdk.resources import Resource
 
-from .core import guard
+from ..core import guard
 
 PREFIX = "prometheus:"
 # label sets per ragtrace instrument on its own provider: past it the SDK folds later ones into one

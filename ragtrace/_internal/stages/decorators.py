@@ -12,12 +12,12 @@ from typing import Any, TypeVar
 
 from opentelemetry import trace
 
-from . import names
-from .core.chunks import make_accessors
-from .core.answer import checked_pattern
+from .. import names
+from ..core.chunks import make_accessors
+from ..core.answer import checked_pattern
 from .assemble_stage import Assemble
 from .generation import Generate
-from .core.invocation import parameter_reader
+from ..core.invocation import parameter_reader
 from .retrieval import Embed, Rerank, Retrieve
 from .stage import Stage
 from .wrapping import decorate

@@ -30,13 +30,14 @@ from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 
 from . import carrier as carrier_module
-from . import config as config_module
-from . import names, state as state_module
-from .state import STATUS_REMOTE_CONTEXT_INVALID, STATUS_REMOTE_CONTEXT_MISSING, STATUS_REMOTE_CONTEXT_TOO_LARGE
-from .core.guard import call_guarded, warn_once
-from .core.keyed import ENV_KEY, shared_key
-from .pipeline import RagPipeline
-from .redaction import stricter_mode
+from ..setup import config as config_module
+from .. import names
+from ..stages import state as state_module
+from ..stages.state import STATUS_REMOTE_CONTEXT_INVALID, STATUS_REMOTE_CONTEXT_MISSING, STATUS_REMOTE_CONTEXT_TOO_LARGE
+from ..core.guard import call_guarded, warn_once
+from ..core.keyed import ENV_KEY, shared_key
+from ..stages.pipeline import RagPipeline
+from ..setup.redaction import stricter_mode
 
 # what a segment without a record does with content: redact it (fail closed), or use this side's mode
 IF_MISSING: Final = ("redact", "own")

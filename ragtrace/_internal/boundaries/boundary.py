@@ -36,9 +36,9 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
-from . import names
-from .core.guard import guard, new_locks_after_fork
-from .stage import STAGE_KEY
+from .. import names
+from ..core.guard import guard, new_locks_after_fork
+from ..stages.stage import STAGE_KEY
 
 # the packages whose frames stand between the app and a stage: the caller is the first frame outside
 # them (other instrumentors' wrappers of the same SDK call among them)

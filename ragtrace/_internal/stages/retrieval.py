@@ -7,10 +7,11 @@ from typing import Any
 
 from opentelemetry.trace import SpanKind
 
-from . import names, otel_metrics
-from .core.chunks import Accessors, Chunk, NO_ACCESSORS, Normalized, normalize, warn_if_digest_ids
-from .core.guard import guard, warn_once
-from .core.keyed import warn_if_random
+from .. import names
+from ..setup import otel_metrics
+from ..core.chunks import Accessors, Chunk, NO_ACCESSORS, Normalized, normalize, warn_if_digest_ids
+from ..core.guard import guard, warn_once
+from ..core.keyed import warn_if_random
 from .passthrough import Kept
 from .spans import finite_or_nan, trim_text
 from .stage import Stage, int_or_none
