@@ -27,7 +27,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from .._internal.export import annotations
-from .._internal.setup import config, otel_metrics
+from .._internal.setup import otel_metrics
 from .._internal import names
 from .._internal.export.annotations import Annotation
 
@@ -174,7 +174,7 @@ class PhoenixExporter(SpanExporter):
     def _count_dropped(self) -> None:
         """Add the drops not yet counted to the app's MeterProvider (configured, else global), if any."""
         count, self._dropped_counted = self.dropped_annotations - self._dropped_counted, self.dropped_annotations
-        found = otel_metrics.instruments(config.current()) if count else None
+        found = otel_metrics.configured_instruments() if count else None
         if found is not None:
             found.dropped_annotations.add(count)
 

@@ -47,3 +47,19 @@ def parameter_reader(func: Callable[..., Any], wanted: tuple[str, ...]) -> Reade
         return used
 
     return read
+
+
+# --- where a decorated function takes its inputs ----------------------------------------------------
+# the parameter names read first, in order; else the first positional argument of the right kind
+QUERY_KEYS = ("query", "question", "q", "text", "input")
+
+
+def first_argument(args: Sequence[Any], kwargs: Mapping[str, Any], keys: tuple[str, ...], accept: Callable[[Any], bool]) -> Any:
+    for key in keys:
+        if key in kwargs and accept(kwargs[key]):
+            return kwargs[key]
+    return next((arg for arg in args if accept(arg)), None)
+
+
+def is_text(value: Any) -> bool:
+    return isinstance(value, str)

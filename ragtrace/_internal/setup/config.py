@@ -19,7 +19,16 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
 
 from ..core import guard, keyed
-from . import own_provider, prometheus_endpoint
+from . import otel_metrics, own_provider, prometheus_endpoint
+from .slots import (
+    INSTRUMENTATION_NAME,
+    READ_SLOTS,
+    UNSET_METER_PROVIDERS,
+    VERSION,
+    global_meter_provider,
+    global_tracer_provider_set,
+    meter_provider_unset,
+)
 from .redaction import (
     ContentPolicy,
     Redactor,
@@ -31,20 +40,7 @@ from .redaction import (
 )
 from ..core.tokens import DEFAULT_TOKENIZER, Tokenizer
 
-INSTRUMENTATION_NAME = "ragtrace"
 _MeterProvider = metrics.MeterProvider  # configure()'s ``metrics=`` argument shadows the module
-
-
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("ragtrace")
-    except Exception:  # noqa: BLE001 - running from a source tree
-        return "0.0.0"
-
-
-VERSION = _version()
 
 
 @dataclass(frozen=True)
@@ -217,6 +213,7 @@ def configure(
             max_open_roots=max_open_roots,
             max_label_values=max_label_values,
         )
+        otel_metrics.use_meter_provider(meter_provider)
     return provider
 
 
@@ -229,6 +226,7 @@ def restore(previous: Config) -> None:
         provider_given()
     with _config_lock:
         _config = previous
+        otel_metrics.use_meter_provider(previous.meter_provider)
 
 
 def reset() -> None:
@@ -239,6 +237,7 @@ def reset() -> None:
     prometheus_endpoint.retire()
     with _config_lock:
         _config = _initial()
+        otel_metrics.use_meter_provider(None)
 
 
 def with_content(config: Config, mode: str | None, redactor: Redactor | None) -> Config:
@@ -290,50 +289,20 @@ def telemetry_on(explicit: trace.TracerProvider | None = None) -> bool:
     config = _config
     if explicit is not None or config.tracer_provider is not None or config.meter_provider is not None:
         return True
-    if not _READ_SLOTS:
+    if not READ_SLOTS:
         return global_tracer_provider_set() or not meter_provider_unset(global_meter_provider())
     provider = trace._TRACER_PROVIDER
     if provider is not None and not isinstance(provider, trace.NoOpTracerProvider):
         return True
     meter = _metrics_api._METER_PROVIDER
-    return meter is not None and type(meter).__name__ not in _UNSET_METER_PROVIDERS
-
-
-def global_tracer_provider_set() -> bool:
-    if _ENVIRONMENT_PROVIDERS or not hasattr(trace, "_TRACER_PROVIDER"):
-        provider = trace.get_tracer_provider()
-        return not isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
-    provider = trace._TRACER_PROVIDER
-    return provider is not None and not isinstance(provider, trace.NoOpTracerProvider)
-
-
-def global_meter_provider() -> metrics.MeterProvider:
-    """The global MeterProvider, read from the API's slot when no environment variable names one."""
-    if _ENVIRONMENT_PROVIDERS or not hasattr(_metrics_api, "_METER_PROVIDER"):
-        return metrics.get_meter_provider()
-    provider = _metrics_api._METER_PROVIDER
-    return provider if provider is not None else _NO_METER_PROVIDER
-
-
-def meter_provider_unset(provider: metrics.MeterProvider) -> bool:
-    """True for the API's placeholder provider: no SDK installed, so there is nothing to record."""
-    return type(provider).__name__ in _UNSET_METER_PROVIDERS
-
-
-_UNSET_METER_PROVIDERS = ("_ProxyMeterProvider", "NoOpMeterProvider")
-
-
-_NO_METER_PROVIDER = metrics.NoOpMeterProvider()
-# Providers named in the environment are created lazily by the API's getters: use those then.
-_ENVIRONMENT_PROVIDERS = bool(os.environ.get("OTEL_PYTHON_TRACER_PROVIDER") or os.environ.get("OTEL_PYTHON_METER_PROVIDER"))
-_READ_SLOTS = not _ENVIRONMENT_PROVIDERS and hasattr(trace, "_TRACER_PROVIDER") and hasattr(_metrics_api, "_METER_PROVIDER")
+    return meter is not None and type(meter).__name__ not in UNSET_METER_PROVIDERS
 
 # The decorators' off test: while this is False and both API slots are empty, no provider is on
 # anywhere (no pipeline can have a state either), so a decorated call goes straight through on
 # three slot reads and no call. It turns True, for good, once ragtrace is handed a provider
 # itself (``configure``, ``rag_pipeline(tracer_provider=)``, a decorator's ``tracer_provider=``);
 # decorated calls then take the full check (``telemetry_on`` and the pipeline's state).
-PROVIDERS_GIVEN = not _READ_SLOTS
+PROVIDERS_GIVEN = not READ_SLOTS
 
 
 def provider_given() -> None:
@@ -350,6 +319,7 @@ def _after_fork_in_child() -> None:
         provider = prometheus_endpoint.after_fork(_config.meter_provider)
         if provider is not _config.meter_provider:
             _config = replace(_config, meter_provider=provider)
+            otel_metrics.use_meter_provider(provider)
 
 
 if hasattr(os, "register_at_fork"):  # Windows: no fork

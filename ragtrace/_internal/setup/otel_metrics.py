@@ -14,14 +14,17 @@ import threading
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import metrics
 
 from .. import names
 from ..core import guard
 from ..core.guard import new_locks_after_fork
-from .config import INSTRUMENTATION_NAME, VERSION, Config, global_meter_provider, meter_provider_unset
+from .slots import INSTRUMENTATION_NAME, VERSION, global_meter_provider, meter_provider_unset
+
+if TYPE_CHECKING:
+    from .config import Config
 
 # GenAI semantic-convention bucket boundaries (seconds and tokens); ratio buckets for the proxies.
 DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
@@ -68,9 +71,29 @@ _cache: weakref.WeakKeyDictionary[Any, Instruments] = weakref.WeakKeyDictionary(
 _cache_lock = threading.Lock()
 
 
+# The MeterProvider configure() chose (None: the global one), kept current by ``config`` on every
+# change: what records outside a pipeline (PhoenixExporter's dropped annotations) counts into, so
+# that an exporter never imports the configuration.
+_configured_provider: metrics.MeterProvider | None = None
+
+
+def use_meter_provider(provider: metrics.MeterProvider | None) -> None:
+    global _configured_provider
+    _configured_provider = provider
+
+
+def configured_instruments() -> Instruments | None:
+    """The instruments of the configured (else global) MeterProvider, outside any pipeline."""
+    return instruments_for(_configured_provider or global_meter_provider())
+
+
 def instruments(config: Config) -> Instruments | None:
     """The instruments of the configured (or global) MeterProvider; None when there is none."""
-    provider = config.meter_provider or global_meter_provider()
+    return instruments_for(config.meter_provider or global_meter_provider())
+
+
+def instruments_for(provider: metrics.MeterProvider) -> Instruments | None:
+    """The instruments of ``provider``; None when it is the API's placeholder (no SDK installed)."""
     if meter_provider_unset(provider):
         return None
     found = _cache.get(provider)

@@ -17,30 +17,18 @@ from ..core.chunks import make_accessors
 from ..core.answer import checked_pattern
 from .assemble_stage import Assemble
 from .generation import Generate
-from ..core.invocation import parameter_reader
+from ..core.invocation import QUERY_KEYS, first_argument, is_text, parameter_reader
 from .retrieval import Embed, Rerank, Retrieve
 from .stage import Stage
 from .wrapping import decorate
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
-_QUERY_KEYS = ("query", "question", "q", "text", "input")
 _DOCUMENT_KEYS = ("documents", "docs", "chunks", "hits", "candidates", "nodes", "results", "passages", "context", "sources")
 _PROMPT_KEYS = ("prompt", "messages")
 
 
 # --- argument extraction ---------------------------------------------------------------------
-def _first(args: Sequence[Any], kwargs: Mapping[str, Any], keys: tuple[str, ...], accept: Callable[[Any], bool]) -> Any:
-    for key in keys:
-        if key in kwargs and accept(kwargs[key]):
-            return kwargs[key]
-    return next((arg for arg in args if accept(arg)), None)
-
-
-def _is_text(value: Any) -> bool:
-    return isinstance(value, str)
-
-
 def _is_documents(value: Any) -> bool:
     return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
 
@@ -84,7 +72,7 @@ def retriever(
     accessors = make_accessors(id_of, content_of, score_of)
 
     def make(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Stage:
-        query = _first(args, kwargs, _QUERY_KEYS, _is_text)
+        query = first_argument(args, kwargs, QUERY_KEYS, is_text)
         k = kwargs.get("top_k", kwargs.get("k", top_k))
         return Retrieve(query, data_source=data_source, top_k=k if isinstance(k, int) else top_k, accessors=accessors, tracer_provider=tracer_provider)
 
@@ -109,12 +97,12 @@ def reranker(
     accessors = make_accessors(id_of, content_of, score_of)
 
     def make(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Stage:
-        query = _first(args, kwargs, _QUERY_KEYS, _is_text)
+        query = first_argument(args, kwargs, QUERY_KEYS, is_text)
         n = kwargs.get("top_n", top_n)
         return Rerank(model, provider=provider, top_n=n if isinstance(n, int) else top_n, query=query, accessors=accessors, tracer_provider=tracer_provider)
 
     def result(stage: Any, args: tuple[Any, ...], kwargs: dict[str, Any], value: Any, streamed: bool) -> None:
-        stage.record(value, candidates=_first(args, kwargs, _DOCUMENT_KEYS, _is_documents))
+        stage.record(value, candidates=first_argument(args, kwargs, _DOCUMENT_KEYS, _is_documents))
 
     return _bare_or_configured(func, lambda f: decorate(f, make, result, tracer_provider, results_stream=True))
 
@@ -132,7 +120,7 @@ def embedder(
         return Embed(model, provider, tracer_provider=tracer_provider)
 
     def result(stage: Any, args: tuple[Any, ...], kwargs: dict[str, Any], value: Any, streamed: bool) -> None:
-        text = _first(args, kwargs, ("texts", *_QUERY_KEYS), lambda v: _is_text(v) or (_is_documents(v) and all(isinstance(t, str) for t in v)))
+        text = first_argument(args, kwargs, ("texts", *QUERY_KEYS), lambda v: is_text(v) or (_is_documents(v) and all(isinstance(t, str) for t in v)))
         stage.record(value, text=text)
 
     return _bare_or_configured(func, lambda f: decorate(f, make, result, tracer_provider))
@@ -162,7 +150,7 @@ def assembler(
         if stage.has_declarations:
             stage.set_prompt(prompt)
         else:
-            stage.observe(_first(args, kwargs, _DOCUMENT_KEYS, _is_documents), prompt)
+            stage.observe(first_argument(args, kwargs, _DOCUMENT_KEYS, _is_documents), prompt)
 
     return _bare_or_configured(func, lambda f: decorate(f, make, result, tracer_provider))
 
@@ -189,7 +177,7 @@ def generator(
             return Generate(
                 model,
                 provider,
-                prompt=_first(args, kwargs, _PROMPT_KEYS, _is_prompt),
+                prompt=first_argument(args, kwargs, _PROMPT_KEYS, _is_prompt),
                 role=role,
                 citation_pattern=citation_pattern,
                 tracer_provider=tracer_provider,
@@ -206,18 +194,3 @@ def generator(
 
     return _bare_or_configured(func, traced)
 
-
-def pipeline_decorator(func: _F, name: str, options: dict[str, Any]) -> _F:
-    """``@rag_pipeline(name)`` on a function: one root span and one state per call."""
-    from .pipeline import RagPipeline
-
-    provider = options.get("tracer_provider")
-
-    def make(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Stage:
-        query = options.get("query") or _first(args, kwargs, _QUERY_KEYS, _is_text)
-        return RagPipeline(name, **{**options, "query": query})
-
-    def result(stage: Any, args: tuple[Any, ...], kwargs: dict[str, Any], value: Any, streamed: bool) -> None:
-        stage.record(value if not streamed else None)
-
-    return decorate(func, make, result, provider)  # type: ignore[no-any-return]

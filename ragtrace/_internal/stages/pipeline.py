@@ -23,6 +23,8 @@ from ..setup.redaction import Redactor
 from .spans import gated_json_object
 from ..core.outputs import as_text
 from .stage import Stage, content_limit, query_hash, set_figures
+from .wrapping import decorate
+from ..core.invocation import QUERY_KEYS, first_argument, is_text
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -243,9 +245,7 @@ class RagPipeline(Stage):
 
     def __call__(self, func: _F) -> _F:
         """``@rag_pipeline("name")``: a fresh pipeline per call of ``func``."""
-        from .decorators import pipeline_decorator
-
-        return pipeline_decorator(func, self.name, self._decorator_options)
+        return _pipeline_decorator(func, self.name, self._decorator_options)
 
 
 # rag.citations{rag.citation.kind} from the run's figures
@@ -265,3 +265,17 @@ def _check_context(session_id: Any, user_id: Any, metadata: Any, tags: Any) -> N
         raise TypeError(f"rag_pipeline metadata must be a mapping, got {type(metadata).__name__}")
     if tags is not None and (isinstance(tags, str) or not isinstance(tags, Sequence) or not all(isinstance(t, str) for t in tags)):
         raise TypeError("rag_pipeline tags must be a sequence of str")
+
+
+def _pipeline_decorator(func: _F, name: str, options: dict[str, Any]) -> _F:
+    """``@rag_pipeline(name)`` on a function: one root span and one state per call."""
+    provider = options.get("tracer_provider")
+
+    def make(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Stage:
+        query = options.get("query") or first_argument(args, kwargs, QUERY_KEYS, is_text)
+        return RagPipeline(name, **{**options, "query": query})
+
+    def result(stage: Any, args: tuple[Any, ...], kwargs: dict[str, Any], value: Any, streamed: bool) -> None:
+        stage.record(value if not streamed else None)
+
+    return decorate(func, make, result, provider)  # type: ignore[no-any-return]
