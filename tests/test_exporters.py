@@ -1,6 +1,6 @@
 """JsonLinesExporter and ConsoleTreeExporter with the real SDK (TracerProvider + SimpleSpanProcessor).
 
-Spans are built by hand with ragtrace's attribute keys (from names.py), not through the
+Spans are built by hand with ragtrace's attribute keys (from ragtrace._internal.names), not through the
 high-level API, so these tests pin the exporters alone.
 """
 

@@ -1,6 +1,6 @@
 """The fleet view as data: the Grafana dashboard and the Prometheus rules ``ragtrace dashboard`` prints.
 
-Every query is spelled from ``names.py`` through ``prometheus_names``, so it selects only on metric
+Every query is spelled from ``ragtrace._internal.names`` through ``prometheus_names``, so it selects only on metric
 names and labels ragtrace emits, plus ``job`` (never ``service_name``, ``otel_scope_*`` or another
 label that differs between the scrape endpoint, the Collector and Prometheus's OTLP receiver).
 The files shipped in ``ragtrace/dashboards/`` are this module's output; regenerate them with

@@ -1,4 +1,4 @@
-"""Renders docs/attributes.md from the ``ATTRIBUTES`` and ``METRICS`` tables in names.py.
+"""Renders docs/attributes.md from the ``ATTRIBUTES`` and ``METRICS`` tables in names/tables.py.
 
 Regenerate with ``python -m ragtrace._internal.names.reference > docs/attributes.md``; a test fails when
 the page and the constants drift apart.
@@ -11,7 +11,7 @@ from . import ATTRIBUTES, METRICS, METRICS_STATUS_MEASURED, METRICS_STATUS_OTHER
 
 HEADER = """# Attribute reference
 
-Generated from `ragtrace/_internal/names.py` (`python -m ragtrace._internal.names.reference > docs/attributes.md`);
+Generated from `ragtrace/_internal/names/` (`python -m ragtrace._internal.names.reference > docs/attributes.md`);
 a test fails when this page and the code drift apart.
 
 *Content* attributes carry user text (queries, chunks, prompts, completions). They pass through the

@@ -124,7 +124,7 @@ def instruments_for(provider: metrics.MeterProvider) -> Instruments | None:
         return found
 
 
-_METRIC_INFO = {m.name: m for m in names.METRICS}  # unit and description, written once in names.py
+_METRIC_INFO = {m.name: m for m in names.METRICS}  # unit and description, written once in names/tables.py
 
 
 def _maker(create: Any) -> Any:

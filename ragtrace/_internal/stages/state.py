@@ -42,7 +42,7 @@ from ..core.guard import new_locks_after_fork, warn_once
 
 _IMPLICIT_CAPACITY = 256
 _EVICTED_CAPACITY = 16 * _IMPLICIT_CAPACITY  # trace ids (ints) remembered as evicted
-# the statuses a pipeline's state gives (spelled in names.py, with every other reason)
+# the statuses a pipeline's state gives (spelled in core/vocabulary.py, with every other reason)
 REMOTE_CONTEXT_STATUSES = frozenset({STATUS_REMOTE_CONTEXT_MISSING, STATUS_REMOTE_CONTEXT_INVALID, STATUS_REMOTE_CONTEXT_TOO_LARGE})
 
 
