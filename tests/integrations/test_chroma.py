@@ -33,7 +33,7 @@ from chromadb.utils.embedding_functions import EmbeddingFunction
 from loopback import ANSWER
 
 import ragtrace
-from ragtrace._internal import auto_root
+from ragtrace._internal.boundaries import auto_root
 
 from .test_openai import client as openai_client
 from .test_qdrant import check_answered_pipeline, metrics

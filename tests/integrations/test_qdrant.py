@@ -22,7 +22,7 @@ from loopback import ANSWER
 from qdrant_client import AsyncQdrantClient, QdrantClient, models
 
 import ragtrace
-from ragtrace._internal import auto_root
+from ragtrace._internal.boundaries import auto_root
 
 from .test_openai import client as openai_client
 

@@ -114,7 +114,7 @@ def test_predict_on_pairs_of_one_query_is_a_rerank_of_all_by_score(spans, standi
 
 def ragtrace_id_of(text: str) -> str:
     """The id ragtrace gives an id-less text outside any retrieval: its keyed digest."""
-    from ragtrace._internal.keyed import content_digest
+    from ragtrace._internal.core.keyed import content_digest
 
     return content_digest(text)
 

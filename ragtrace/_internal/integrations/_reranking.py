@@ -21,8 +21,8 @@ from contextvars import ContextVar
 from typing import Any
 
 from .. import names
-from ..guard import call_guarded
-from ..retrieval import Rerank
+from ..core.guard import call_guarded
+from ..stages.retrieval import Rerank
 from ._common import closed_with, inside_stage
 
 # a traced rerank in progress in this context: a reranker method that calls another one of the

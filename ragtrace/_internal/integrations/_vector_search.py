@@ -31,9 +31,10 @@ from typing import Any
 
 from opentelemetry import trace
 
-from .. import auto_root, names
-from ..guard import call_guarded
-from ..retrieval import Retrieve
+from .. import names
+from ..boundaries import auto_root
+from ..core.guard import call_guarded
+from ..stages.retrieval import Retrieve
 from ._common import closed_with, inside_stage
 
 SIMILARITY = "similarity"

@@ -21,8 +21,8 @@ from typing import Any
 import wrapt
 from opentelemetry import trace
 
-from ..outputs import get
-from ..retrieval import Rerank
+from ..core.outputs import get
+from ..stages.retrieval import Rerank
 from . import _reranking
 from ._common import started, unwrap
 from .base import RagtraceInstrumentor

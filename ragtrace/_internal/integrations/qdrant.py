@@ -31,7 +31,7 @@ from typing import Any
 
 import wrapt
 
-from ..outputs import get
+from ..core.outputs import get
 from . import _vector_search
 from ._common import unwrap
 from ._vector_search import Found, Query

@@ -30,8 +30,8 @@ from typing import Any
 import wrapt
 from opentelemetry import trace
 
-from ..guard import call_guarded, warn_once
-from ..retrieval import Rerank
+from ..core.guard import call_guarded, warn_once
+from ..stages.retrieval import Rerank
 from . import _reranking
 from ._common import started, unwrap
 from .base import RagtraceInstrumentor
