@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -31,21 +32,31 @@ STANDINS = Path(__file__).parent / "standins"
 RERANK_QUERY = "refund card days"
 
 
-@pytest.fixture
-def standin() -> Iterator[type]:
-    """The stand-in package importable as ``sentence_transformers`` (and its distribution found)."""
-    saved = {name: sys.modules.pop(name) for name in list(sys.modules) if name.split(".")[0] == "sentence_transformers"}
+def _forget_package() -> dict:
+    return {name: sys.modules.pop(name) for name in list(sys.modules) if name.split(".")[0] == "sentence_transformers"}
+
+
+@contextmanager
+def on_path() -> Iterator[None]:
+    """The stand-in package importable as ``sentence_transformers`` (and its distribution found);
+    afterwards, ragtrace off for it and whatever was imported before put back."""
+    saved = _forget_package()
     sys.path.insert(0, str(STANDINS))
     try:
-        from sentence_transformers import CrossEncoder
-
-        yield CrossEncoder
+        yield
     finally:
         ragtrace.uninstrument("sentence_transformers")
         sys.path.remove(str(STANDINS))
-        for name in [name for name in sys.modules if name.split(".")[0] == "sentence_transformers"]:
-            del sys.modules[name]
+        _forget_package()
         sys.modules.update(saved)
+
+
+@pytest.fixture
+def standin() -> Iterator[type]:
+    with on_path():
+        from sentence_transformers import CrossEncoder
+
+        yield CrossEncoder
 
 
 def app(url: str, cross_encoder: type) -> tuple[list, str]:
@@ -171,9 +182,7 @@ def test_uninstrument_restores_the_class(spans, standin):
 def test_instrument_never_imports_it_the_class_is_wrapped_when_the_app_does(spans):
     """sentence-transformers imports PyTorch (seconds): ``instrument()`` leaves that to the app and
     wraps the class when the app imports it; an ``uninstrument()`` before that leaves it alone."""
-    saved = {name: sys.modules.pop(name) for name in list(sys.modules) if name.split(".")[0] == "sentence_transformers"}
-    sys.path.insert(0, str(STANDINS))
-    try:
+    with on_path():
         assert ragtrace.instrument("sentence_transformers") == ["sentence_transformers"]
         assert "sentence_transformers" not in sys.modules
         from sentence_transformers import CrossEncoder
@@ -181,8 +190,7 @@ def test_instrument_never_imports_it_the_class_is_wrapped_when_the_app_does(span
         CrossEncoder("m").rank(RERANK_QUERY, [TEXTS[1], TEXTS[3]])
         assert list(spans.one("rerank").attributes["rag.rerank.output_ids"]) == [ragtrace_id_of(TEXTS[1]), ragtrace_id_of(TEXTS[3])]
         ragtrace.uninstrument("sentence_transformers")
-        for name in [name for name in sys.modules if name.split(".")[0] == "sentence_transformers"]:
-            del sys.modules[name]
+        _forget_package()
         spans.clear()
         ragtrace.instrument("sentence_transformers")
         ragtrace.uninstrument("sentence_transformers")  # before the app imports it: the pending hook wraps nothing
@@ -190,9 +198,3 @@ def test_instrument_never_imports_it_the_class_is_wrapped_when_the_app_does(span
 
         Again("m").rank(RERANK_QUERY, [TEXTS[1]])
         assert spans.all() == []
-    finally:
-        ragtrace.uninstrument("sentence_transformers")
-        sys.path.remove(str(STANDINS))
-        for name in [name for name in sys.modules if name.split(".")[0] == "sentence_transformers"]:
-            del sys.modules[name]
-        sys.modules.update(saved)
