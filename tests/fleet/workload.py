@@ -107,7 +107,7 @@ def main() -> None:
     )
     from opentelemetry.util.genai.handler import TelemetryHandler
 
-    from ragtrace._internal import config
+    from ragtrace._internal.setup import config
 
     OTHER.append(TelemetryHandler(tracer_provider=TracerProvider(), meter_provider=config.current().meter_provider, instrumentation_scope_name=OTHER_SCOPE))
     print(json.dumps({"ready": True}), flush=True)
