@@ -20,12 +20,14 @@ from .assembly import ContextRecord, Drop, Placement
 from .chunks import Chunk, content_hash
 from .patterns import uncached
 from .prompt_views import View, collapse, fold, plain
-from .source_labels import LABEL_OPENS_LINE, NO_LABEL, fold_label, label_at, prompt_texts
+from .source_labels import LABEL_OPENS_LINE, NO_LABEL, fold_label, label_at, label_style, prompt_texts
 from .tokens import DEFAULT_TOKENIZER, Tokenizer
 
 _MAX_OCCURRENCES = 64
 _MIN_PREFIX_CHARS = 24
-_ASSISTANT_ROLES = frozenset({"assistant", "ai", "model"})
+_USER_ROLES = frozenset({"user", "human"})
+_SYSTEM_ROLES = frozenset({"system", "developer"})
+_TOOL_ROLES = frozenset({"tool", "function", "ipython"})
 
 
 class _Hit(NamedTuple):
@@ -98,15 +100,20 @@ def locate(chunks: Sequence[Chunk], prompt: Any, tokenizer: Tokenizer = DEFAULT_
             dropped[number] = Drop(chunk.id, names.DROP_DUPLICATE)
     pending.sort(key=lambda number: -len(chunks[number].content or ""))  # stable: ties keep input order
     taken: list[tuple[int, int, int]] = []  # (text index, start, end) already credited
+    # every whole match first, then truncations: a chunk whose whole text is the start of a longer
+    # chunk's is credited where it sits whole, and the longer one is truncated only elsewhere
+    for find in (_find_whole, _find_prefix):
+        for number in pending:
+            if number in hits:
+                continue
+            hit = find(chunks[number].content or "", texts, taken)
+            if hit is not None:
+                taken.append(hit[:3])
+                hits[number] = hit
     for number in pending:
-        content = chunks[number].content or ""
-        hit = _find_chunk(content, texts, taken)
-        if hit is None:
-            shared = taken and _find_chunk(content, texts, []) is not None
+        if number not in hits:
+            shared = bool(taken) and _shares_text(chunks[number].content or "", texts, hits)
             dropped[number] = Drop(chunks[number].id, names.DROP_DUPLICATE if shared else names.DROP_NOT_FOUND)
-            continue
-        taken.append(hit[:3])
-        hits[number] = hit
     outside, region = _this_turn(hits, texts)
     for number in outside:
         del hits[number]
@@ -138,43 +145,68 @@ def locate(chunks: Sequence[Chunk], prompt: Any, tokenizer: Tokenizer = DEFAULT_
                 content_hash=chunk.content_hash or (content_hash(chunk.content) if chunk.content else None),
             )
         )
-    record = ContextRecord(method=names.INCLUSION_LOCATED, placements=placements, prompt=prompt)
+    record = ContextRecord(method=names.INCLUSION_LOCATED, placements=placements, prompt=prompt, sources_at=region)
     _aliases(record, chunks, pieces, hits, texts, taken, tokenizer, dropped)
     record.dropped = [dropped[number] for number in sorted(dropped)]
     record.not_located = not placements and any(c.content and c.content.strip() for c in chunks) and any(t.strip() for t in texts.raw)
     return record
 
 
+def _shares_text(content: str, texts: _Texts, hits: dict[int, _Hit]) -> bool:
+    """Whether a chunk not found is shown, but as another chunk's text: its whole text sits in a
+    credited chunk's, or its start does where that chunk is truncated the same way. A chunk whose
+    start is only another chunk's whole text (that chunk is shorter) was not shown."""
+    hit = _find_chunk(content, texts, [])
+    if hit is None:
+        return False
+    if not hit.truncated:
+        return True
+    return any(other.truncated and other.text == hit.text and other.start < hit.end and hit.start < other.end for other in hits.values())
+
+
 def _this_turn(hits: dict[int, _Hit], texts: _Texts) -> tuple[set[int], tuple[int, int] | None]:
     """The chunks found outside this turn's sources: the labelled block the answer's prompt adds.
 
-    The last text with a labelled chunk holds it (or its end: where the labels start over, an
-    example or an earlier block came first). A labelled chunk in an earlier text is outside when
-    a model turn lies between (chat history), or when its label is one this block uses again (an
-    example); when the sources are labelled, a chunk found under no label is outside too.
-    Returns those chunks, and where this turn's block starts (text index, offset) when a
-    labelled chunk was put outside.
+    The last text with a labelled chunk holds it, from where this turn starts: the last user
+    message up to it (an agent's tool messages after it are this turn's rounds). Inside that
+    text the block is the last run of labels written alike that never repeats one: where the
+    labels start over, or change style (``[A]`` or ``[doc-7]`` before ``[1]``), an example or an
+    earlier block came first. A labelled chunk in an earlier text is outside when that text is
+    before this turn (chat history, a few-shot exchange), in the system prompt while the sources
+    are not (an example), or in a user message under a label this block uses again or writes
+    another way (an example); when the sources are labelled, a chunk found under no label is
+    outside too. Returns those chunks, and where this turn's sources start (text index, offset):
+    the missed-chunk rule of ``answer`` reads labels from there on only.
     """
     labelled = [n for n, hit in hits.items() if hit.tier > NO_LABEL]
     if not labelled:
         return set(), None
     last = max(hits[n].text for n in labelled)
-    history = max((i for i in range(last) if texts.roles[i].casefold() in _ASSISTANT_ROLES), default=-1)
+    roles = [role.casefold() for role in texts.roles]
+    first = max((i for i in range(last + 1) if roles[i] in _USER_ROLES), default=0)
+    system_only = roles[last] in _SYSTEM_ROLES
     outside = {n for n, hit in hits.items() if hit.tier == NO_LABEL}
     block: dict[str, int] = {}  # folded label -> chunk, this block's
-    block_start, split = 0, False
+    block_start, style = -1, None
+    text = texts.raw[last]
     for n in sorted((n for n in labelled if hits[n].text == last), key=lambda n: hits[n].start):
-        label = fold_label(label_at(texts.raw[last], hits[n].start)[0])
-        if label in block:  # the labels start over: what came before was another block
+        label = fold_label(label_at(text, hits[n].start)[0])
+        written, label_start = label_style(text, hits[n].start)
+        if label in block or (style is not None and written != style):  # another block came first
             outside.update(block.values())
-            block, block_start, split = {}, hits[n].start, True
-        block[label] = n
+            block, block_start = {}, label_start
+        block[label], style = n, written
     for n in labelled:
         hit = hits[n]
-        if hit.text < last and (hit.text < history or fold_label(label_at(texts.raw[hit.text], hit.start)[0]) in block):
+        if hit.text >= last:
+            continue
+        if hit.text < first or (roles[hit.text] in _SYSTEM_ROLES and not system_only):
             outside.add(n)
-            split = True
-    return outside, ((last, block_start) if split else None)
+        elif roles[hit.text] not in _TOOL_ROLES:  # an agent's rounds may each number from [1]
+            earlier = texts.raw[hit.text]
+            if fold_label(label_at(earlier, hit.start)[0]) in block or label_style(earlier, hit.start)[0] != style:
+                outside.add(n)
+    return outside, ((last, block_start) if block_start >= 0 else (first, 0))
 
 
 def _aliases(
@@ -223,38 +255,49 @@ def _aliases(
 
 def _find_chunk(content: str, texts: _Texts, taken: Sequence[tuple[int, int, int]] = ()) -> _Hit | None:
     """The chunk's best occurrence, in the first of the ways tried (see ``locate``) that finds it."""
+    return _find_whole(content, texts, taken) or _find_prefix(content, texts, taken)
+
+
+def _find_whole(content: str, texts: _Texts, taken: Sequence[tuple[int, int, int]] = ()) -> _Hit | None:
+    """The chunk's whole text: as it is, through whitespace, markdown, then the folded view."""
     if not content.strip():
         return None
     hit = _find_in(texts.raw, content, taken)
     if hit is not None:
         return _Hit(hit[0], hit[1], hit[1] + len(content), False, hit[2])
-    needle = collapse(content)
-    for views, candidates in ((texts.collapsed, (needle, collapse(plain(content)))), (texts.folded, (fold(content), fold(plain(content))))):
+    for views, candidates in ((texts.collapsed, (collapse(content), collapse(plain(content)))), (texts.folded, (fold(content), fold(plain(content))))):
         for candidate in dict.fromkeys(candidates):
             hit = _find_in(views, candidate, taken) if candidate else None
             if hit is not None:
                 return _Hit(hit[0], *views[hit[0]].span(hit[1], hit[1] + len(candidate)), False, hit[2])
-    # truncated chunk: the longest prefix (binary search; "found" is monotone in prefix length)
-    indexes = texts.collapsed
-    best: tuple[int, int, int, int] | None = None
-    low, high = min(_MIN_PREFIX_CHARS, len(needle)), len(needle) - 1
-    while low <= high:
-        middle = (low + high) // 2
-        hit = _find_in(indexes, needle[:middle], taken)
-        if hit is None:
-            high = middle - 1
-        else:
-            best = (hit[0], hit[1], middle, hit[2])
-            low = middle + 1
-    if best is None:
+    return None
+
+
+def _find_prefix(content: str, texts: _Texts, taken: Sequence[tuple[int, int, int]] = ()) -> _Hit | None:
+    """A truncated chunk: the longest prefix of its text, in the collapsed view, else the folded one
+    (binary search; "found" is monotone in prefix length)."""
+    if not content.strip():
         return None
-    message, start, length, tier = best
-    # the prefix may have run on into the prompt's whitespace after the cut: the chunk text ends
-    # at its last non-space character
-    length = len(needle[:length].rstrip())
-    if length < _MIN_PREFIX_CHARS:
-        return None
-    return _Hit(message, *indexes[message].span(start, start + length), True, tier)
+    for views, needle in ((texts.collapsed, collapse(content)), (texts.folded, fold(content))):
+        best: tuple[int, int, int, int] | None = None
+        low, high = min(_MIN_PREFIX_CHARS, len(needle)), len(needle) - 1
+        while low <= high:
+            middle = (low + high) // 2
+            hit = _find_in(views, needle[:middle], taken)
+            if hit is None:
+                high = middle - 1
+            else:
+                best = (hit[0], hit[1], middle, hit[2])
+                low = middle + 1
+        if best is None:
+            continue
+        message, start, length, tier = best
+        # the prefix may have run on into the prompt's whitespace after the cut: the chunk text
+        # ends at its last non-space character
+        length = len(needle[:length].rstrip())
+        if length >= _MIN_PREFIX_CHARS:
+            return _Hit(message, *views[message].span(start, start + length), True, tier)
+    return None
 
 
 def _find_in(texts: Sequence[str | View], needle: str, taken: Sequence[tuple[int, int, int]] = ()) -> tuple[int, int, int] | None:

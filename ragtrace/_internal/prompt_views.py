@@ -9,6 +9,11 @@ to where the chunk sits in the original, so offsets stay exact:
 * ``folded``: collapsed, and also HTML entities unescaped, NFKC-normalised, typographic quotes
   and dashes read as ASCII, case folded.
 
+Normalisation works on whole grapheme runs (a character and the combining marks or Hangul jamo
+that follow it), never on a lone character: a chunk stored decomposed (``e`` + U+0301) and shown
+composed (``é``), or the reverse, reads the same, and every character of a run maps back to the
+whole run in the original.
+
 Chunk text goes through the same ``collapse`` / ``fold`` before it is searched for.
 Pure: no spans, no globals.
 """
@@ -42,15 +47,42 @@ def plain(content: str) -> str:
     return _MARKDOWN.sub("", _MARKDOWN_LINK.sub(r"\1", content))
 
 
-def _fold_char(char: str) -> str:
+def _joins(char: str) -> bool:
+    """Whether ``char`` belongs to the run of the character before it: a combining mark, or a
+    Hangul vowel or final jamo (which NFC composes into the syllable before)."""
     if char.isascii():
-        return char.lower()
-    return unicodedata.normalize("NFKC", char).translate(_TYPOGRAPHY).casefold()
+        return False
+    return bool(unicodedata.combining(char)) or unicodedata.category(char) in _MARKS or "\u1160" <= char <= "\u11ff" or "\ud7b0" <= char <= "\ud7ff"
+
+
+_MARKS = frozenset({"Mn", "Mc", "Me"})
+
+
+def _run_end(text: str, start: int) -> int:
+    """Where the grapheme run starting at ``start`` ends."""
+    end, length = start + 1, len(text)
+    while end < length and _joins(text[end]):
+        end += 1
+    return end
+
+
+def _fold_run(run: str) -> str:
+    if run.isascii():
+        return run.lower()
+    return unicodedata.normalize("NFKC", run).translate(_TYPOGRAPHY).casefold()
 
 
 def fold(text: str) -> str:
     """Text as the ``folded`` view reads it (for chunk text: the needle)."""
-    return collapse("".join(_fold_char(c) for c in html.unescape(text)))
+    text = html.unescape(text)
+    if text.isascii():
+        return collapse(text.lower())
+    pieces, index = [], 0
+    while index < len(text):
+        end = _run_end(text, index)
+        pieces.append(_fold_run(text[index:end]))
+        index = end
+    return collapse("".join(pieces))
 
 
 class View:
@@ -60,36 +92,41 @@ class View:
     def __init__(self, source: str, folded: bool = False) -> None:
         chars: list[str] = []
         origin: list[int] = []
+        ends: list[int] = []  # folded: where each view character's source run ends
         in_space = False
         entities = {m.start(): m for m in _ENTITY.finditer(source)} if folded and "&" in source else {}
         index, length = 0, len(source)
         while index < length:
             entity = entities.get(index)
             if entity is not None:
-                piece, step = html.unescape(entity.group()), entity.end() - index
+                piece, step = _fold_run(html.unescape(entity.group())), entity.end() - index
+            elif folded:
+                step = _run_end(source, index) - index
+                piece = _fold_run(source[index : index + step])
             else:
                 piece, step = source[index], 1
-            if folded:
-                piece = "".join(_fold_char(c) for c in piece)
             for char in piece:
                 if char.isspace():
                     if not in_space:
                         chars.append(" ")
                         origin.append(index)
+                        ends.append(index + step)
                     in_space = True
                 else:
                     chars.append(char)
                     origin.append(index)
+                    ends.append(index + step)
                     in_space = False
             index += step
         self.text = "".join(chars)
         self.origin = origin
         self.source = source
-        self._ends = [origin[i + 1] if i + 1 < len(origin) else length for i in range(len(origin))] if folded else None
+        self._ends = ends if folded else None
 
     def span(self, start: int, end: int) -> tuple[int, int]:
         """The original (start, end) of the view's ``text[start:end]``."""
         if self._ends is None:
             return self.origin[start], self.origin[end - 1] + 1
-        # a character the fold changed in length (an entity, a ligature) ends where its source does
+        # a character the fold changed in length (an entity, a ligature, a combining run) ends
+        # where its source run does
         return self.origin[start], self._ends[end - 1]
