@@ -19,6 +19,7 @@ from . import names
 from .assembly import ContextRecord, Drop, Placement
 from .chunks import Chunk, content_hash
 from .patterns import uncached
+from .pieces import Piece, labelled_pieces
 from .prompt_views import View, collapse, fold, plain
 from .source_labels import LABEL_OPENS_LINE, NO_LABEL, fold_label, label_at, label_style, prompt_texts
 from .tokens import DEFAULT_TOKENIZER, Tokenizer
@@ -128,10 +129,15 @@ def locate(chunks: Sequence[Chunk], prompt: Any, tokenizer: Tokenizer = DEFAULT_
                 outside.discard(number)
     for number in outside:
         dropped[number] = Drop(chunks[number].id, names.DROP_OUTSIDE_SOURCES)
+    missing = [n for n in pending if n in dropped and dropped[n].reason == names.DROP_NOT_FOUND]
+    shown: dict[int, list[tuple[int, Piece]]] = {}
+    if region is not None and (missing or any(hit.truncated for hit in hits.values())):
+        shown = _shown_in_pieces(chunks, missing, hits, texts, region, dropped)
     is_chat = not isinstance(prompt, str)
     placements: list[Placement] = []
     for position, (number, hit) in enumerate(sorted(hits.items(), key=lambda item: (item[1].text, item[1].start)), start=1):
         chunk, text = chunks[number], texts.raw[hit.text]
+        more = shown.get(number, ())
         placements.append(
             Placement(
                 chunk_id=chunk.id,
@@ -139,13 +145,16 @@ def locate(chunks: Sequence[Chunk], prompt: Any, tokenizer: Tokenizer = DEFAULT_
                 label=label_at(text, hit.start)[0],
                 start=hit.start,
                 end=hit.end,
-                tokens=tokenizer.count(text[hit.start : hit.end]),
+                tokens=tokenizer.count(text[hit.start : hit.end]) + sum(tokenizer.count(texts.raw[at][p.start : p.end]) for at, p in more),
                 truncated=hit.truncated,
                 message_index=texts.indexes[hit.text] if is_chat else None,
                 content_hash=chunk.content_hash or (content_hash(chunk.content) if chunk.content else None),
             )
         )
     record = ContextRecord(method=names.INCLUSION_LOCATED, placements=placements, prompt=prompt, sources_at=region)
+    for number, found in shown.items():
+        for _, piece in found:
+            record.aliases.setdefault(piece.label, chunks[number].id)
     _aliases(record, chunks, pieces, hits, texts, taken, tokenizer, dropped)
     record.dropped = [dropped[number] for number in sorted(dropped)]
     record.not_located = not placements and any(c.content and c.content.strip() for c in chunks) and any(t.strip() for t in texts.raw)
@@ -207,6 +216,52 @@ def _this_turn(hits: dict[int, _Hit], texts: _Texts) -> tuple[set[int], tuple[in
             if fold_label(label_at(earlier, hit.start)[0]) in block or label_style(earlier, hit.start)[0] != style:
                 outside.add(n)
     return outside, ((last, block_start) if block_start >= 0 else (first, 0))
+
+
+def _shown_in_pieces(
+    chunks: Sequence[Chunk], missing: list[int], hits: dict[int, _Hit], texts: _Texts, region: tuple[int, int], dropped: dict[int, Drop]
+) -> dict[int, list[tuple[int, Piece]]]:
+    """The labelled pieces of this turn's sources that are chunks' text cut in pieces
+    (``pieces``), for the chunks found truncated or not at all: each piece's label names its
+    chunk. A chunk not found whole is placed at its first piece; one whose pieces cover all its
+    text is not truncated. Returns the pieces beyond each chunk's first occurrence, by chunk."""
+    cut = [n for n, hit in hits.items() if hit.truncated]
+    numbers = cut + missing
+    contents = [collapse(chunks[n].content or "") for n in numbers]
+    skip = {fold_label(label_at(texts.raw[hit.text], hit.start)[0]) for hit in hits.values()}
+    found = set(range(len(cut)))
+    taken = [(hit.text, hit.start, hit.end) for hit in hits.values()]
+    by_chunk: dict[int, list[tuple[int, Piece]]] = {}
+    for at in range(region[0], len(texts.raw)):
+        offset = region[1] if at == region[0] else 0
+        for piece in labelled_pieces(texts.raw[at], offset, contents, skip, found, range(len(cut))):
+            if any(t == at and piece.start < stop and begin < piece.end for t, begin, stop in taken):
+                continue
+            skip.add(fold_label(piece.label))
+            found.add(piece.holder)
+            by_chunk.setdefault(numbers[piece.holder], []).append((at, piece))
+    for number, found_pieces in by_chunk.items():
+        content = contents[numbers.index(number)]
+        spans = [(content.find(collapse(texts.raw[at][p.start : p.end])), len(collapse(texts.raw[at][p.start : p.end]))) for at, p in found_pieces]
+        hit = hits.get(number)
+        if hit is None:  # shown only in pieces: placed at the first
+            at, first = found_pieces.pop(0)
+            hit = _Hit(at, first.start, first.end, True, LABEL_OPENS_LINE)
+            dropped.pop(number, None)
+        else:
+            spans.append((0, len(collapse(texts.raw[hit.text][hit.start : hit.end]))))
+        hits[number] = hit._replace(truncated=not _covers(spans, content))
+    return by_chunk
+
+
+def _covers(spans: list[tuple[int, int]], content: str) -> bool:
+    """Whether the (start, length) spans cover all of ``content`` but the spaces between them."""
+    reach = 0
+    for start, size in sorted(spans):
+        if start < 0 or content[reach:start].strip():
+            return False
+        reach = max(reach, start + size)
+    return not content[reach:].strip()
 
 
 def _aliases(

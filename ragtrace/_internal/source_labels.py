@@ -28,7 +28,7 @@ _GAP = r"(?:\s|\\[nrt]){0,16}"
 LABEL_FORMS = r"\[([^\[\]\n]{1,64})\]|" + KEYWORD_LABEL + "|" + XML_LABEL + "|" + NUMBER_LABEL + "|" + LIST_LABEL
 _LABEL_BEFORE = re.compile(r"(?:" + LABEL_FORMS + r")" + _GAP + r"[:.)-]?" + _GAP + r"(?:[\"'“‘«„]|\\\")?$", re.I)
 # A source label opening a line: what the prompt shows the model as sources, found or not.
-_LINE_LABEL = re.compile(
+LINE_LABEL = re.compile(
     _LINE_START + r"[ \t\-*>]{0,16}(?:\[([^\[\]\n]{1,64})\]|" + KEYWORD_LABEL + "|" + XML_LABEL + r"|\((\d{1,4})\)|(\d{1,4})[.)](?=[ \t]))",
     re.I,
 )
@@ -95,7 +95,7 @@ def shown_labels(prompt: Any, start: tuple[int, int] | None = None) -> frozenset
         if start is not None and number < start[0]:
             continue
         offset = start[1] if start is not None and number == start[0] else 0
-        for match in _LINE_LABEL.finditer(text, offset):
+        for match in LINE_LABEL.finditer(text, offset):
             label = label_of(match)
             if label:
                 labels.add(fold_label(label))
