@@ -8,7 +8,7 @@ per-trace recall proxies attached to the spans before export. See README.md and 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from opentelemetry import trace as _trace
 
@@ -119,15 +119,17 @@ def inject(carrier: MutableMapping[str, str], *, ttl: float = _DEFAULT_TTL) -> b
     positions, token counts, the pipeline's name, version and route, the content mode; never
     content in redact or hash mode), signed with the shared hash key, bound to this trace and
     valid for ``ttl`` seconds. The W3C trace context goes in too, through the app's propagators,
-    unless the carrier already has it. The root is then marked delegated
+    replacing any trace context the carrier already held. The root is then marked delegated
     (``rag.pipeline.delegated``): the receiving side's ``continue_pipeline`` carries the figures.
-    Raises when no shared hash key is set (``configure(hash_key=...)`` or ``RAGTRACE_HASH_KEY``).
-    Returns whether an entry was written (False outside a traced pipeline). See docs/cross-process.md.
+    Without a shared hash key (``configure(hash_key=...)`` or ``RAGTRACE_HASH_KEY``) no record is
+    written: a set-up error logged once, and the root says ``remote_context_missing``; nothing is
+    raised. Returns whether an entry was written (False outside a traced pipeline or without the
+    key). See docs/cross-process.md.
     """
     return _inject(carrier, ttl=ttl)
 
 
-def continue_pipeline(carrier: Any, name: str | None = None) -> ContinuedPipeline:
+def continue_pipeline(carrier: Any, name: str | None = None, *, if_missing: Literal["redact", "own"] = "redact") -> ContinuedPipeline:
     """The answering side of a pipeline another process started: ``with
     ragtrace.continue_pipeline(request.headers) as run:`` (sync or async).
 
@@ -137,9 +139,13 @@ def continue_pipeline(carrier: Any, name: str | None = None) -> ContinuedPipelin
     tampered, expired or other-trace record leaves the figures not measurable
     (``remote_context_missing``, ``remote_context_too_large``, ``remote_context_invalid``), logged
     once; nothing is raised for it. ``name`` names the pipeline when the record can't say.
-    Raises when no shared hash key is set. See docs/cross-process.md.
+    Fail closed: a segment whose record is present but unusable is redacted, whatever this
+    process's content mode; one with no record is redacted too unless ``if_missing="own"`` (this
+    process's own mode, for a service that also takes hand-offs from senders without ragtrace).
+    Without a shared hash key the record is treated as missing (logged once, never raised).
+    See docs/cross-process.md.
     """
-    return ContinuedPipeline(carrier, name)
+    return ContinuedPipeline(carrier, name, if_missing=if_missing)
 
 
 def embed(model: str | None = None, provider: str | None = None, *, tracer_provider: _Provider | None = None) -> Embed:

@@ -61,6 +61,7 @@ class ChatCompletions(QuietHandler):
     received: list[dict[str, Any]] = []
     answer = ANSWER  # what the "model" says; a test may set another
     store = VECTOR_STORE  # what a vector store search finds; a test may set another
+    cut_after: int | None = None  # a dropped connection: a stream ends after this many events, no error
 
     def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
         body = json.loads(self.body())
@@ -96,10 +97,11 @@ class ChatCompletions(QuietHandler):
         events.append({**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
         if body.get("stream_options", {}).get("include_usage"):
             events.append({**chunk, "choices": [], "usage": USAGE})
-        for event in events:
+        for event in events[: self.cut_after]:
             self.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
             self.wfile.flush()
-        self.wfile.write(b"data: [DONE]\n\n")
+        if self.cut_after is None:
+            self.wfile.write(b"data: [DONE]\n\n")
 
     def answer_embeddings(self, body: dict[str, Any]) -> None:
         """``POST /v1/embeddings``: one 4-dimensional vector per input (base64 float32 if asked, as the SDK asks)."""
@@ -151,7 +153,7 @@ class ChatCompletions(QuietHandler):
             {"type": "response.output_item.done", "output_index": 0, "item": message},
             {"type": "response.completed", "response": response},
         ]
-        for number, event in enumerate(events):
+        for number, event in enumerate(events[: self.cut_after]):
             self.wfile.write(f"event: {event['type']}\n".encode() + b"data: " + json.dumps({**event, "sequence_number": number}).encode() + b"\n\n")
             self.wfile.flush()
 
@@ -161,5 +163,6 @@ def serve_chat(answer: str = ANSWER) -> Iterator[tuple[str, list[dict[str, Any]]
     ChatCompletions.received = []
     ChatCompletions.answer = answer
     ChatCompletions.store = VECTOR_STORE
+    ChatCompletions.cut_after = None
     for url in serve(ChatCompletions):
         yield url, ChatCompletions.received

@@ -122,13 +122,47 @@ def test_the_receiving_side_keeps_the_stricter_content_mode(spans) -> None:
     assert "secret" not in exported and "the prompt text" not in exported
 
 
-def test_inject_keeps_the_apps_trace_context_and_adds_it_when_missing(spans) -> None:
-    given = {"traceparent": "00-" + TRACE + "-00f067aa0ba902b7-01"}
-    handed(given)
-    assert given["traceparent"] == "00-" + TRACE + "-00f067aa0ba902b7-01"
+def test_the_segment_takes_the_stricter_of_both_modes_and_a_missing_record_redacts_unless_told(spans) -> None:
+    headers: dict = {}
+    handed(headers, mode="hash")
+    ragtrace.configure(tracer_provider=spans.provider, capture_content="redact")  # B stricter than A
+    with ragtrace.continue_pipeline(headers):
+        pass
+    ragtrace.configure(tracer_provider=spans.provider, capture_content="full")
+    with ragtrace.continue_pipeline({}, name="qa"):  # no record: redacted by default
+        pass
+    with ragtrace.continue_pipeline({}, name="qa", if_missing="own"):  # a sender without ragtrace: B's own mode
+        pass
+    assert [s.attributes[names.RAG_CONTENT_MODE] for s in spans.by_stage(names.STAGE_SEGMENT)] == ["redact", "redact", "full"]
+    with pytest.raises(ValueError, match="if_missing"):
+        ragtrace.continue_pipeline({}, if_missing="full")  # type: ignore[arg-type]
+
+
+def test_inject_writes_the_current_trace_context_over_a_stale_one(spans) -> None:
+    stale = "00-" + TRACE + "-00f067aa0ba902b7-01"
+    given = {"Traceparent": stale, "tracestate": "vendor=stale", "baggage": "tenant=acme"}  # a reused dict
+    run = handed(given)
+    assert given["traceparent"].split("-")[1:3] == [run.trace_id, run.span_id]
+    assert "Traceparent" not in given and "tracestate" not in given  # the stale trace's state went with it
+    assert given["baggage"] == "tenant=acme"  # the app's baggage is the app's
     added: dict = {}
     run = handed(added)
     assert added["traceparent"].split("-")[1:3] == [run.trace_id, run.span_id]
+
+
+def test_a_record_of_another_trace_never_joins_either_trace(spans) -> None:
+    first: dict = {}
+    handed(first)
+    second: dict = {}
+    handed(second)
+    spans.clear()
+    # the second hand-off's record under the first's trace context: a replay, or a stale traceparent
+    with ragtrace.continue_pipeline({"traceparent": first["traceparent"], names.CARRIER_KEY: second[names.CARRIER_KEY]}) as run:
+        with ragtrace.generate("m") as generation:
+            generation.record("An answer [1].")
+    segment = spans.one(names.STAGE_SEGMENT)
+    assert run.status == "remote_context_invalid" and segment.parent is None
+    assert run.trace_id not in (first["traceparent"].split("-")[1], second["traceparent"].split("-")[1])
 
 
 def test_the_apps_middleware_span_is_the_parent_when_it_is_already_current(spans) -> None:
@@ -142,16 +176,27 @@ def test_the_apps_middleware_span_is_the_parent_when_it_is_already_current(spans
     assert segment.parent.span_id == server.get_span_context().span_id and run.status == "no_answer"
 
 
-def test_without_a_shared_key_both_ends_raise_at_the_call_site(spans, monkeypatch) -> None:
+def test_without_a_shared_key_the_request_goes_on_and_both_ends_say_missing(spans, monkeypatch, caplog) -> None:
     headers: dict = {}
-    handed(headers)
+    handed(headers)  # a record from a sender that has the key
     monkeypatch.delenv(keyed.ENV_KEY)
     keyed.set_key(None)
-    with ragtrace.rag_pipeline("qa"):
-        with pytest.raises(RuntimeError, match="hash key shared"):
-            ragtrace.inject({})
-    with pytest.raises(RuntimeError, match="RAGTRACE_HASH_KEY"):
-        ragtrace.continue_pipeline(headers)
+    with caplog.at_level(logging.WARNING, logger="ragtrace"):
+        for _ in range(3):  # every request: never a RuntimeError, one log line in all
+            sent: dict = {}
+            with ragtrace.rag_pipeline("qa") as origin:
+                with ragtrace.retrieve("q") as found:
+                    found.record(DOCS)
+                assert ragtrace.inject(sent) is False
+            assert names.CARRIER_KEY not in sent and sent["traceparent"].split("-")[1] == origin.trace_id
+            assert origin.status == "remote_context_missing" and origin.metrics == {}
+            with ragtrace.continue_pipeline(headers) as run:
+                with ragtrace.generate("m") as generation:
+                    generation.record("An answer [1].")
+            assert run.status == "remote_context_missing" and run.metrics == {}
+    said = [r.getMessage() for r in caplog.records if "set-up error" in r.getMessage()]
+    assert len(said) == 1 and "RAGTRACE_HASH_KEY" in said[0]
+    assert [s.attributes[names.RAG_CONTENT_MODE] for s in spans.by_stage(names.STAGE_SEGMENT)] == ["redact"] * 3  # fail closed
 
 
 def test_misuse_raises_and_an_inject_outside_a_pipeline_changes_nothing(spans) -> None:

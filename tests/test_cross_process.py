@@ -25,7 +25,7 @@ import pytest
 import ragtrace
 from cross_process_apps import DOCS, MARKER, QUESTION, answer_for, assemble_part, documents, one_process, queue_worker
 from loopback import QuietHandler, serve
-from ragtrace._internal import names
+from ragtrace._internal import keyed, names
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -57,17 +57,27 @@ def is_truth(figures: dict[str, Any]) -> bool:
 LABELS = {"gen_ai.workflow.name": "support-qa", "rag.pipeline.version": "v3", "rag.pipeline.route": "kb"}
 
 
-@pytest.fixture(scope="module")
-def service_b(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    """Process B on a free loopback port: (its URL, the file its spans go to)."""
-    spans_path = tmp_path_factory.mktemp("b") / "b.jsonl"
+def start_b(spans_path: Path, **env_changes: str | None) -> tuple[subprocess.Popen[str], str]:
+    """Process B on a free loopback port, in full content mode: (the process, its URL)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}  # this worktree's ragtrace, as in the test process
+    for name, value in env_changes.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
     process = subprocess.Popen(
         [sys.executable, str(TESTS / "cross_process_apps.py"), "--spans", str(spans_path)], stdout=subprocess.PIPE, env=env, text=True
     )
+    return process, f"http://127.0.0.1:{int(process.stdout.readline())}"  # type: ignore[union-attr]
+
+
+@pytest.fixture(scope="module")
+def service_b(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """Process B: (its URL, the file its spans go to)."""
+    spans_path = tmp_path_factory.mktemp("b") / "b.jsonl"
+    process, url = start_b(spans_path)
     try:
-        port = int(process.stdout.readline())  # type: ignore[union-attr]
-        yield f"http://127.0.0.1:{port}", spans_path
+        yield url, spans_path
     finally:
         process.terminate()
         process.wait(10)
@@ -180,6 +190,88 @@ def test_a_record_that_cant_be_used_gets_its_status_and_the_request_goes_on(serv
         assert reply["metrics"] == {}, expected  # nothing measured, never a silent zero
         assert reply["answer"] == answer_for("", "index")  # the app's request went on unchanged
     assert len(hand_off(url, "index", "full", count=400)[1][names.CARRIER_KEY]) < 300  # a stand-in, not a 4 KB header
+
+
+def _expire(headers: dict[str, str]) -> None:
+    """The record as it arrives after its expiry: re-signed by A with a ttl already over."""
+    from ragtrace._internal import carrier
+
+    token = headers[names.CARRIER_KEY]
+    document = json.loads(inflated(token))
+    headers[names.CARRIER_KEY] = carrier._signed({**document, "e": int(document["e"]) - 10_000}, os.environ["RAGTRACE_HASH_KEY"].encode())
+
+
+def segment_of(path: Path, reply: dict[str, Any]) -> list[dict[str, Any]]:
+    """B's exported spans of one segment: the segment and its children."""
+    return [s for s in b_spans(path) if reply["span_id"] in (s["spanId"], s.get("parentSpanId"))]
+
+
+def test_a_full_mode_receiver_redacts_a_segment_whose_record_is_unusable_or_missing(service_b, spans) -> None:
+    """B is in full mode, A in redact: without a usable record B can't know what A allowed, so its
+    segment exports no content (the prompt A sent holds the planted marker)."""
+    url, b_path = service_b
+    changes = {
+        "remote_context_invalid": _flip,
+        "expired": _expire,
+        "remote_context_missing": lambda h: h.pop(names.CARRIER_KEY),
+    }
+    for expected, change in changes.items():
+        _, _, reply = hand_off(url, "index", "redact", change=change)
+        assert reply["status"] == ("remote_context_invalid" if expected == "expired" else expected), expected
+        exported = segment_of(b_path, reply)
+        segment = next(s for s in exported if s["spanId"] == reply["span_id"])
+        assert len(exported) == 2 and attribute(segment, names.RAG_CONTENT_MODE) == "redact", expected
+        assert MARKER not in json.dumps(exported), expected
+    _, _, reply = hand_off(url, "index", "redact", count=400)
+    assert reply["status"] == "remote_context_too_large" and MARKER not in json.dumps(segment_of(b_path, reply))
+    # a usable redact record: redacted as before; a usable full record: B's own full mode
+    _, _, reply = hand_off(url, "index", "full")
+    assert reply["status"] is None and MARKER in json.dumps(segment_of(b_path, reply))
+
+
+def test_a_reused_carrier_takes_the_new_trace_and_b_never_joins_a_trace_its_record_doesnt_name(service_b, spans) -> None:
+    url, b_path = service_b
+    headers: dict[str, str] = {}  # one dict reused for two requests, as a client session's headers
+    first, _, first_reply = hand_off(url, "index", "full", change=lambda h: headers.update(h))
+    with ragtrace.rag_pipeline("support-qa", query=QUESTION, version="v3", route="kb") as second:
+        prompt = assemble_part("index")
+        assert ragtrace.inject(headers)
+        reply = post(url, {"prompt": prompt, "labeller": "index"}, headers)
+    assert first.trace_id != second.trace_id and first_reply["trace_id"] == first.trace_id
+    assert reply["status"] is None and reply["trace_id"] == second.trace_id and is_truth(reply["metrics"])
+    segment = next(s for s in b_spans(b_path) if s["spanId"] == reply["span_id"])
+    assert segment["traceId"] == second.trace_id and segment["parentSpanId"] == second.span_id
+    # a stale traceparent put back after inject: B takes neither trace
+    stale = {"traceparent": f"00-{first.trace_id}-{first.span_id}-01"}
+    run, _, reply = hand_off(url, "index", "full", change=lambda h: h.update(stale))
+    assert reply["status"] == "remote_context_invalid" and reply["trace_id"] not in (first.trace_id, run.trace_id)
+    segment = next(s for s in b_spans(b_path) if s["spanId"] == reply["span_id"])
+    assert not segment.get("parentSpanId")
+
+
+def test_a_hand_off_without_the_hash_key_degrades_and_never_fails_the_request(service_b, spans, tmp_path, monkeypatch) -> None:
+    """A replica deployed without RAGTRACE_HASH_KEY, on either side: every request is answered
+    (no 500), and both sides say remote_context_missing."""
+    url, _ = service_b
+    process, keyless_url = start_b(tmp_path / "keyless.jsonl", RAGTRACE_HASH_KEY=None)
+    try:
+        for _ in range(2):
+            run, headers, reply = hand_off(keyless_url, "index", "redact")  # A has the key, B not
+            assert reply["status"] == "remote_context_missing" and reply["metrics"] == {}
+            assert reply["answer"] == answer_for("", "index") and run.status == "delegated"
+            assert MARKER not in (tmp_path / "keyless.jsonl").read_text()  # full-mode B, redacted segment
+    finally:
+        process.terminate()
+        process.wait(10)
+    monkeypatch.delenv("RAGTRACE_HASH_KEY")
+    keyed.set_key(None)
+    with ragtrace.rag_pipeline("support-qa", query=QUESTION, version="v3", route="kb") as run:  # A without, B with
+        prompt = assemble_part("index")
+        headers = {}
+        assert ragtrace.inject(headers) is False
+        reply = post(url, {"prompt": prompt, "labeller": "index"}, headers)
+    assert names.CARRIER_KEY not in headers and run.status == "remote_context_missing"
+    assert reply["status"] == "remote_context_missing" and reply["trace_id"] == run.trace_id
 
 
 def test_a_queue_hand_off_carries_the_record_in_the_message(spans, tmp_path) -> None:

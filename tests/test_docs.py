@@ -110,3 +110,18 @@ def test_readme_quickstart_prints_no_warning(tmp_path):
     done = subprocess.run([sys.executable, "-c", quickstart], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "'recall_proxy': 0.5" in done.stdout, done.stderr
     assert done.stderr == ""
+
+
+def test_the_integration_lists_name_every_instrumented_library():
+    """docs/integrations.md lists exactly what ``instrument()`` covers: the names it takes, the
+    extras and the ``opentelemetry_instrumentor`` entry points (pyproject.toml)."""
+    from ragtrace._internal.integrations import LIBRARIES
+
+    page = (ROOT / "docs" / "integrations.md").read_text(encoding="utf-8")
+    named = re.search(r'# or only the ones named: (.*)', page).group(1)
+    assert re.findall(r'"(\w+)"', named) == list(LIBRARIES)
+    extras = re.search(r"pip install 'ragtrace\[langchain\]'\s+# or (.*): adds", page).group(1)
+    assert ["langchain", *re.findall(r"\[([\w-]+)\]", extras)] == [library.extra for library in LIBRARIES.values()]
+    points = re.findall(r"^(ragtrace_\w+) = ", (ROOT / "pyproject.toml").read_text(encoding="utf-8"), re.M)
+    sentence = re.search(r"registered under the `opentelemetry_instrumentor` entry point as(.*?)\. ragtrace declares", page, re.S).group(1)
+    assert re.findall(r"`(ragtrace_\w+)`", sentence) == points == [f"ragtrace_{name}" for name in LIBRARIES]

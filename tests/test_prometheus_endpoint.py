@@ -80,7 +80,7 @@ def test_a_bad_spec_raises_at_configure(spec, error):
 
 
 def test_ipv6_brackets_and_exclusive_with_meter_provider():
-    assert prometheus_endpoint.address("prometheus:[::1]:9464") == ("::1", 9464)
+    assert prometheus_endpoint.ports("prometheus:[::1]:9464") == ("::1", 9464, 9464)
     with pytest.raises(ValueError, match="not both"):
         ragtrace.configure(metrics="prometheus:127.0.0.1:9464", meter_provider=MeterProvider())
 
@@ -94,3 +94,79 @@ def test_a_taken_port_raises_and_changes_nothing():
         with pytest.raises(ValueError, match="cannot listen"):
             ragtrace.configure(capture_content="redact", metrics=f"prometheus:127.0.0.1:{port}")
         assert config.current() is before
+
+
+def runs_total(port: int) -> float:
+    """rag_pipeline_runs_total summed over its series on the endpoint at ``port`` (0 when absent)."""
+    return sum(float(line.rsplit(" ", 1)[1]) for line in scrape(port).splitlines() if line.startswith("rag_pipeline_runs_total{"))
+
+
+def test_a_taken_port_leaves_the_live_endpoint_serving_and_the_config_unchanged():
+    """Bind first, then swap, then close: a failed move keeps the old endpoint and its provider."""
+    live = free_port()
+    ragtrace.configure(service_name="support", metrics=f"prometheus:127.0.0.1:{live}")
+    one_run()
+    before = config.current()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        with pytest.raises(ValueError, match="cannot listen"):
+            ragtrace.configure(service_name="support", metrics=f"prometheus:127.0.0.1:{taken.getsockname()[1]}")
+    assert config.current() is before
+    assert runs_total(live) == 1.0
+    one_run()  # the provider it still points at records, and the old port serves it
+    assert runs_total(live) == 2.0
+
+
+def test_a_missing_exporter_extra_fails_before_the_endpoint_moves(monkeypatch):
+    live, other = free_port(), free_port()
+    ragtrace.configure(metrics=f"prometheus:127.0.0.1:{live}")
+    before = config.current()
+    with pytest.raises(ValueError):
+        ragtrace.configure(exporter="jsonl:", metrics=f"prometheus:127.0.0.1:{other}")
+    assert config.current() is before and prometheus_endpoint._current.port == live
+    with pytest.raises(urllib.error.URLError):
+        scrape(other)
+
+
+def test_a_new_resource_on_the_same_port_keeps_the_socket():
+    port = free_port()
+    ragtrace.configure(service_name="first", metrics=f"prometheus:127.0.0.1:{port}")
+    server = prometheus_endpoint._current.server
+    ragtrace.configure(service_name="second", metrics=f"prometheus:127.0.0.1:{port}")
+    assert prometheus_endpoint._current.server is server
+    one_run()
+    text = scrape(port)
+    assert 'service_name="second"' in text and 'service_name="first"' not in text and runs_total(port) == 1.0
+
+
+def test_a_range_serves_on_its_first_free_port():
+    base = free_range(3)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", base))
+        taken.listen()
+        ragtrace.configure(metrics=f"prometheus:127.0.0.1:{base}-{base + 2}")
+        assert prometheus_endpoint._current.port == base + 1
+    one_run()
+    assert runs_total(base + 1) == 1.0
+    with pytest.raises(ValueError, match="FIRST-LAST"):
+        ragtrace.configure(metrics=f"prometheus:127.0.0.1:{base + 2}-{base}")
+
+
+def free_range(size: int) -> int:
+    """The first of ``size`` consecutive free loopback ports."""
+    for _ in range(200):
+        base = free_port()
+        if base + size >= 65536:
+            continue
+        probes = [socket.socket() for _ in range(size)]
+        try:
+            for offset, probe in enumerate(probes):
+                probe.bind(("127.0.0.1", base + offset))
+            return base
+        except OSError:
+            continue
+        finally:
+            for probe in probes:
+                probe.close()
+    raise AssertionError("no free port range")

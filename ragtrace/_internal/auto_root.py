@@ -75,6 +75,9 @@ class AutoRoot:
         self.chunks: list[Chunk] = []
         self.retrievals = 0
         self.searching = 0  # searches handed this root by ``for_retrieval`` and not ended yet
+        self.expecting = 0  # stages admitted by ``expect`` whose spans are still to be made
+        self._answer_open = False  # the answer's span was opened (its prompt searched)
+        self._ending: tuple[BaseException | None, str | None, int] | None = None  # an end deferred by ``expecting``
         self.touched = time.monotonic()
         self._lock = threading.Lock()
         # a root whose context is collected unended is ended then or later (``_context_gone``); the
@@ -85,8 +88,39 @@ class AutoRoot:
     def _accepts(self) -> bool:
         return not self.closed and self.answer is None and self.owner.contains_caller()
 
+    def accepts(self) -> bool:
+        """Whether a stage opened here now would join this root: open, not answered yet, not idle,
+        and this caller's request's (a provider call that brings its own sources answers it)."""
+        return not self._idle() and self._accepts()
+
     def _idle(self) -> bool:
-        return self.answer is None and time.monotonic() - self.touched > IDLE_SECONDS
+        return self.answer is None and not self.expecting and time.monotonic() - self.touched > IDLE_SECONDS
+
+    def expect(self, stage: Stage) -> bool:
+        """Admit now, by the one rule, a stage whose span an integration makes later, after the
+        call returned (LiteLLM logs its calls from its own thread): call it in the caller's
+        context, preset ``stage.auto_root``, open the stage later, then call ``expected``. An
+        answer ends the intake now, as admitting it would; its prompt is searched for the chunks
+        when its span opens. The root doesn't end as idle or abandoned while stages are expected."""
+        if self._idle():
+            self.end(abandoned="idle")
+        with self._lock:
+            if self.closed or not self._accepts():
+                return False
+            if stage.stage == names.STAGE_GENERATE and getattr(stage, "is_answer", False):
+                self.answer = stage
+            self.expecting += 1
+            self.touched = time.monotonic()
+            return True
+
+    def expected(self) -> None:
+        """An expected stage was made (or given up on): a deferred end happens once none is left."""
+        with self._lock:
+            self.expecting = max(0, self.expecting - 1)
+            ending, self._ending = (self._ending, None) if not self.expecting else (None, self._ending)
+        if ending is not None:
+            error, abandoned, end_time = ending
+            self.end(error, abandoned=abandoned, end_time=end_time)
 
     def admit(self, stage: Stage) -> AutoRoot | None:
         """Take ``stage`` in (``Stage.open`` calls this before its span starts), or None when this
@@ -105,6 +139,7 @@ class AutoRoot:
             answer = stage.stage == names.STAGE_GENERATE and getattr(stage, "is_answer", False)
             if answer:
                 self.answer = stage
+                self._answer_open = True
             chunks, self.chunks = (self.chunks, []) if answer else ([], self.chunks)
         if answer:
             self._locate(chunks, getattr(stage, "prompt", None), stage)
@@ -133,7 +168,7 @@ class AutoRoot:
         if stage.stage == names.STAGE_RETRIEVE:
             with self._lock:
                 self.searching = max(0, self.searching - 1)
-                if not self.closed and self.answer is None:
+                if not self.closed and not self._answer_open:
                     self.chunks.extend(c for c in getattr(stage, "chunks", ()) if c.content is not None)
                     self.touched = time.monotonic()
 
@@ -155,13 +190,17 @@ class AutoRoot:
 
     def owner_gone(self) -> None:
         """The call that owned it is over: a root still waiting for its answer ends unanswered."""
-        if self.answer is None:
+        if self.answer is None and not self.expecting:
             self.end(abandoned="owner_gone")
 
-    def end(self, error: BaseException | None = None, *, abandoned: str | None = None, end_time: int | None = None) -> None:
-        """Close the pipeline once (its figures are computed then) and let go of everything."""
+    def end(self, error: BaseException | None = None, *, abandoned: str | None = None, end_time: int | None = None, force: bool = False) -> None:
+        """Close the pipeline once (its figures are computed then) and let go of everything;
+        while stages are expected (``expect``), once they are made, ended as of now."""
         with self._lock:
             if self.closed:
+                return
+            if self.expecting and not force:
+                self._ending = (error, abandoned, end_time if end_time is not None else time.time_ns())
                 return
             self.closed = True
             pipeline, self.pipeline, self.state, self.context, self.chunks, self.answer = self.pipeline, None, None, None, [], None
@@ -247,7 +286,7 @@ def _end_stale() -> None:
     for root in roots:
         if root._idle():
             root.end(abandoned="idle")
-        elif root.answer is None and boundary.gone(root.owner, frames):
+        elif root.answer is None and not root.expecting and boundary.gone(root.owner, frames):
             root.end(abandoned="owner_gone")
     del frames
 
@@ -257,7 +296,7 @@ def _end_all() -> None:
         roots = [ref() for ref in _open.values()]
     for root in roots:
         if root is not None:
-            root.end(abandoned="exit")
+            root.end(abandoned="exit", force=True)
     _end_collected()
 
 

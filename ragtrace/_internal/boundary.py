@@ -5,7 +5,10 @@ and by every stage's ``open``; docs/integrations.md ("Request boundaries") state
 A root is owned by the request that made its first search, known in one of two ways:
 
 1. **Its request span**: the span current at that search, when it is a valid span ragtrace did
-   not make (a web framework's SERVER span, or any span of the app). A stage joins only when its
+   not make (a web framework's SERVER span, or any span of the app) and not a CONSUMER span (a
+   messaging span may be one message's or a whole batch's: under one long CONSUMER span around a
+   consumer loop, taking it for the request would merge the messages it handles, so the call that
+   searched owns the root instead, rule 2). A stage joins only when its
    own current span is that span or one under it (a fan-out to tasks or threads that carry the
    span joins too), and the root ends when that span ends: a span processor added to the span's
    TracerProvider sees it end (``_RequestEnds``).
@@ -25,6 +28,7 @@ import asyncio
 import sys
 import threading
 import weakref
+from collections.abc import Mapping
 from types import FrameType
 from typing import Any
 
@@ -32,11 +36,13 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
+from . import names
 from .guard import guard, new_locks_after_fork
 from .stage import STAGE_KEY
 
-# the packages whose frames stand between the app and a stage: the caller is the first frame outside them
-_NOT_THE_CALLER = frozenset({"ragtrace", "wrapt", "openai", "anthropic"})
+# the packages whose frames stand between the app and a stage: the caller is the first frame outside
+# them (other instrumentors' wrappers of the same SDK call among them)
+_NOT_THE_CALLER = frozenset({"ragtrace", "wrapt", "openai", "anthropic", "botocore", "boto3", "cohere", "litellm", "opentelemetry", "openinference"})
 # the frames of a list, dict or set comprehension (Python < 3.12) run within their function's call
 _INLINE_CODE = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>"})
 _MAX_HOPS = 64  # span parents followed up to a request span
@@ -124,14 +130,39 @@ def gone(owner: Owner, frames: dict[int, FrameType]) -> bool:
 
 
 def _request_span() -> trace.Span | None:
-    """The current span when it is a valid one ragtrace did not make, else None."""
+    """The current span when it is a valid one ragtrace did not make and that stands for one
+    request (not a CONSUMER span, which may hold a batch), else None."""
     span = trace.get_current_span()
     if not span.get_span_context().is_valid:
         return None
     stage = otel_context.get_value(STAGE_KEY)
     if stage is not None and getattr(stage, "span", None) is span:
         return None
+    if _model_call(span) or getattr(span, "kind", None) is trace.SpanKind.CONSUMER:
+        return None
     return span
+
+
+# an instrumentor's span of one model-API call (OpenInference's, OpenLLMetry's): never a request.
+# Told by what it says it is, or, before it says (OpenInference sets its span kind at the end), by
+# the instrumentation that made it: those of model SDKs make one span per SDK call.
+_MODEL_CALL_KINDS = frozenset({"LLM", "RETRIEVER", "EMBEDDING", "RERANKER"})
+_MODEL_SDKS = frozenset({"bedrock", "botocore", "cohere", "openai", "anthropic", "google_genai", "vertexai", "mistralai", "groq"})
+
+
+def _model_call(span: trace.Span) -> bool:
+    """Whether ``span`` is another instrumentor's span of the very SDK call ragtrace is in
+    (OpenInference's ``bedrock.retrieve``, an OpenLLMetry ``chat`` span), current around it:
+    taken for the request, it would end the automatic root as the call returns, before the
+    answer that follows it in the app's request. Then the app's call owns the root instead."""
+    attributes = getattr(span, "attributes", None)
+    if isinstance(attributes, Mapping) and (
+        attributes.get(names.OI_SPAN_KIND) in _MODEL_CALL_KINDS or names.GEN_AI_OPERATION_NAME in attributes or "gen_ai.system" in attributes
+    ):
+        return True
+    scope = getattr(getattr(span, "instrumentation_scope", None), "name", None) or ""
+    family, _, library = scope.rpartition(".")
+    return family in ("openinference.instrumentation", "opentelemetry.instrumentation") and library in _MODEL_SDKS
 
 
 def _under(span: trace.Span, request: tuple[int, int]) -> bool:

@@ -166,6 +166,11 @@ class Unusable(Exception):
     """A token that can't be used; ``args[0]`` is the status (``figures.STATUS_REMOTE_CONTEXT_*``)."""
 
 
+class OtherTrace(Unusable):
+    """An authentic record that names another trace than the one it arrived in (a replay, or a
+    carrier whose trace context is stale): the receiving side must join neither trace."""
+
+
 def unseal(token: str, key: bytes, trace_id: str | None, now: float) -> Carried:
     """The record in ``token``, checked: size, signature, version, trace, expiry, shape."""
     if len(token) > MAX_TOKEN_CHARS:
@@ -183,8 +188,10 @@ def unseal(token: str, key: bytes, trace_id: str | None, now: float) -> Carried:
         document = json.loads(raw)
     except (ValueError, binascii.Error, zlib.error, UnicodeError) as error:
         raise Unusable(STATUS_REMOTE_CONTEXT_INVALID) from error
-    if not isinstance(document, dict) or trace_id is None or document.get("t") != trace_id:
-        raise Unusable(STATUS_REMOTE_CONTEXT_INVALID)  # another trace's record: never replayed here
+    if not isinstance(document, dict):
+        raise Unusable(STATUS_REMOTE_CONTEXT_INVALID)
+    if trace_id is None or document.get("t") != trace_id:
+        raise OtherTrace(STATUS_REMOTE_CONTEXT_INVALID)  # another trace's record: never replayed here
     expires = document.get("e")
     if not isinstance(expires, int) or isinstance(expires, bool) or expires < now:
         raise Unusable(STATUS_REMOTE_CONTEXT_INVALID)

@@ -62,6 +62,9 @@ class Config:
     # streamed cursor of a million rows costs ragtrace this many items, never every row
     max_retrieved: int = 10_000
     max_open_roots: int = 256  # automatic roots open at once (``auto_root``); beyond, the oldest ends
+    # distinct values kept per app-supplied metric label (route, pipeline, version, model, data
+    # source, provider, error type, score name); later values are recorded as "other" (otel_metrics)
+    max_label_values: int = 50
 
 
 MAX_OPEN_ROOTS_ENV = "RAGTRACE_MAX_OPEN_ROOTS"
@@ -112,6 +115,7 @@ def configure(
     batch: bool | None = None,
     max_retrieved: int = 10_000,
     max_open_roots: int | None = None,
+    max_label_values: int = 50,
 ) -> trace.TracerProvider | None:
     """Configure ragtrace. Optional: without it ragtrace uses the app's global providers.
 
@@ -135,6 +139,10 @@ def configure(
     ``max_open_roots`` bounds the automatic roots (searches outside any ``rag_pipeline`` waiting
     for their answer) open at once; beyond it the oldest ends, ``rag.root.abandoned=capacity``
     (default ``RAGTRACE_MAX_OPEN_ROOTS``, else 256).
+    ``max_label_values`` (at least 1): distinct values each app-supplied metric label keeps
+    (route, pipeline, version, model, data source, provider, error type, score name); later ones
+    are recorded as ``"other"``, with one warning naming the label, so request data in a label
+    (``route=request.path``) can't grow memory or a scrape without bound.
 
     Returns the TracerProvider ragtrace will use (``None`` means the global one). Invalid arguments
     raise ``ValueError``/``TypeError`` here, at set-up time.
@@ -151,7 +159,7 @@ def configure(
     if metrics is not None:
         if meter_provider is not None:
             raise ValueError("pass either metrics= or meter_provider=, not both")
-        prometheus_endpoint.address(metrics)  # raises on a bad spec before anything changes
+        prometheus_endpoint.ports(metrics)  # raises on a bad spec before anything changes
     if redactor is not None and not callable(redactor):
         raise TypeError("redactor must be a callable taking and returning a str")
     if not isinstance(openinference, bool):
@@ -161,6 +169,8 @@ def configure(
             raise ValueError(f"{name} must be a non-negative int, got {value!r}")
     if not isinstance(max_retrieved, int) or isinstance(max_retrieved, bool) or max_retrieved < 1:
         raise ValueError(f"max_retrieved must be a positive int, got {max_retrieved!r}")
+    if not isinstance(max_label_values, int) or isinstance(max_label_values, bool) or max_label_values < 1:
+        raise ValueError(f"max_label_values must be a positive int, got {max_label_values!r}")
     if max_open_roots is None:
         max_open_roots = max_open_roots_from_environment()
     elif not isinstance(max_open_roots, int) or isinstance(max_open_roots, bool) or max_open_roots < 1:
@@ -171,13 +181,16 @@ def configure(
     sample = check_sample(full_content_sample, mode) if full_content_sample is not None else sample_from_environment(mode)
     key = keyed.check_key(hash_key)
 
-    if metrics is not None:  # first: a port already taken raises before anything changed
-        meter_provider = prometheus_endpoint.meter_provider(metrics, Resource.create({SERVICE_NAME: service_name} if service_name else {}))
+    # what can raise comes first: a missing extra, then a port already taken (the endpoint binds
+    # its new port before it closes the old one), so a failed configure() changes nothing
+    span_exporter, default_batch = own_provider.span_exporter(exporter) if exporter is not None else (None, False)
+    if metrics is not None:
+        served = Resource.create({SERVICE_NAME: service_name} if service_name else {})
+        meter_provider = prometheus_endpoint.meter_provider(metrics, served, INSTRUMENTATION_NAME)
     else:
         prometheus_endpoint.retire()
     provider = tracer_provider
-    if exporter is not None:
-        span_exporter, default_batch = own_provider.span_exporter(exporter)
+    if span_exporter is not None:
         use_batch = default_batch if batch is None else batch
         processor = BatchSpanProcessor(span_exporter) if use_batch else SimpleSpanProcessor(span_exporter)
         # an exporter may name resource attributes its backend routes by (Phoenix: the project)
@@ -201,6 +214,7 @@ def configure(
             tokenizer=tokenizer or DEFAULT_TOKENIZER,
             max_retrieved=max_retrieved,
             max_open_roots=max_open_roots,
+            max_label_values=max_label_values,
         )
     return provider
 
@@ -326,4 +340,16 @@ def provider_given() -> None:
     PROVIDERS_GIVEN = True
 
 
-guard.new_locks_after_fork(__name__, "_config_lock")
+def _after_fork_in_child() -> None:
+    """A forked worker forgets the Prometheus endpoint it inherited (never waiting on it) and
+    records into its own, on the next free port of the configured range (docs/fleet.md)."""
+    global _config, _config_lock
+    _config_lock = threading.Lock()
+    with guard.guard("forked child: metrics"):
+        provider = prometheus_endpoint.after_fork(_config.meter_provider)
+        if provider is not _config.meter_provider:
+            _config = replace(_config, meter_provider=provider)
+
+
+if hasattr(os, "register_at_fork"):  # Windows: no fork
+    os.register_at_fork(after_in_child=_after_fork_in_child)

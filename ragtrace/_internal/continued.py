@@ -10,40 +10,58 @@ remote span, whose state holds the carried retrievals and context: the generate 
 integrations inside it score the answer exactly as in one process, and every metric is recorded
 under the origin's pipeline labels. A record that is missing, too large or can't be trusted
 leaves the figures not measurable with that reason, logged once; the app's request goes on.
-Both sides need the same secret hash key (``configure(hash_key=...)`` or ``RAGTRACE_HASH_KEY``):
-without one a record could be neither signed nor checked, and that misconfiguration raises at the
-call site.
+
+Fail closed: the record says how much content the origin allowed, so without a usable one this
+side can't know, and its segment is redacted (a record that is present but unusable always; a
+missing one unless ``if_missing="own"``). ``inject`` writes the current trace context, replacing
+any the carrier held, and a segment never joins a trace its record doesn't name. Both sides need
+the same secret hash key (``configure(hash_key=...)`` or ``RAGTRACE_HASH_KEY``); without one a
+record can be neither signed nor checked: that set-up error is logged once, and on the request
+path the hand-off degrades to ``remote_context_missing`` on both sides, never raising.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping, MutableMapping
-from typing import Any, NoReturn
+from typing import Any, Final, NoReturn
 
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 
 from . import carrier as carrier_module
+from . import config as config_module
 from . import names, state as state_module
 from .state import STATUS_REMOTE_CONTEXT_INVALID, STATUS_REMOTE_CONTEXT_MISSING, STATUS_REMOTE_CONTEXT_TOO_LARGE
 from .guard import call_guarded, warn_once
 from .keyed import ENV_KEY, shared_key
 from .pipeline import RagPipeline
+from .redaction import stricter_mode
+
+# what a segment without a record does with content: redact it (fail closed), or use this side's mode
+IF_MISSING: Final = ("redact", "own")
+_BAGGAGE: Final = "baggage"  # the W3C baggage header: the app's to send, never replaced here
 
 _WHY = {
-    STATUS_REMOTE_CONTEXT_MISSING: "the carrier has no %s entry" % names.CARRIER_KEY,
+    STATUS_REMOTE_CONTEXT_MISSING: "the carrier has no %s entry (or this process has no hash key to check it)" % names.CARRIER_KEY,
     STATUS_REMOTE_CONTEXT_INVALID: "its %s record is not valid here (bad signature or hash key, expired, another trace's, or unreadable)" % names.CARRIER_KEY,
     STATUS_REMOTE_CONTEXT_TOO_LARGE: "its %s record is over the %d-character cap" % (names.CARRIER_KEY, carrier_module.MAX_TOKEN_CHARS),
 }
 
 
-def _key(where: str) -> bytes:
+def _key() -> bytes | None:
+    """The shared key, or None after saying once that it is missing: a set-up error that must not
+    fail the app's requests (a replica deployed without the key answers them all the same)."""
     key = shared_key()
     if key is None:
-        raise RuntimeError(
-            f"ragtrace.{where} needs a secret hash key shared by both processes, to sign and check the "
-            f"{names.CARRIER_KEY} record: configure(hash_key=...) or {ENV_KEY}"
+        warn_once(
+            "carrier-no-key",
+            "set-up error: ragtrace.inject and continue_pipeline need a secret hash key shared by both "
+            "processes, to sign and check the %s record: configure(hash_key=...) or %s. Until it is set, "
+            "hand-offs carry no record and both sides report rag.metrics.status=%s",
+            names.CARRIER_KEY,
+            ENV_KEY,
+            STATUS_REMOTE_CONTEXT_MISSING,
         )
     return key
 
@@ -52,15 +70,14 @@ def _key(where: str) -> bytes:
 def inject(carrier: MutableMapping[str, str], *, ttl: float = carrier_module.DEFAULT_TTL) -> bool:
     """Write the current pipeline's record into ``carrier`` (see the module docstring). True when
     an entry was written; False outside a traced pipeline (the carrier is then unchanged)."""
-    key = _key("inject")
     if not isinstance(carrier, MutableMapping):
         raise TypeError(f"ragtrace.inject takes a mutable mapping of strings (headers, message attributes), got {type(carrier).__name__}")
     if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0:
         raise ValueError(f"ttl must be a positive number of seconds, got {ttl!r}")
-    return bool(call_guarded("carrier inject", _inject, carrier, key, ttl, default=False))
+    return bool(call_guarded("carrier inject", _inject, carrier, ttl, default=False))
 
 
-def _inject(carrier: MutableMapping[str, str], key: bytes, ttl: float) -> bool:
+def _inject(carrier: MutableMapping[str, str], ttl: float) -> bool:
     state = state_module.current()
     span_context = trace.get_current_span().get_span_context()
     if state is None or not span_context.is_valid:
@@ -68,6 +85,11 @@ def _inject(carrier: MutableMapping[str, str], key: bytes, ttl: float) -> bool:
             "inject-outside",
             "ragtrace.inject() was called outside a traced rag_pipeline: there is no record to carry; the carrier is unchanged",
         )
+        return False
+    _write_trace_context(carrier)
+    key = _key()
+    if key is None:  # nothing to sign with: no record, and this side says why it has no figures
+        state.unmeasured = STATUS_REMOTE_CONTEXT_MISSING
         return False
     trace_id = format(span_context.trace_id, "032x")
     expires = int(time.time() + ttl)
@@ -82,12 +104,26 @@ def _inject(carrier: MutableMapping[str, str], key: bytes, ttl: float) -> bool:
             carrier_module.MAX_TOKEN_CHARS,
         )
         token = carrier_module.seal_too_large(trace_id, len(token), key, expires=expires)
-    fields = {field.lower() for field in propagate.get_global_textmap().fields}
-    if not any(isinstance(name, str) and name.lower() in fields for name in carrier):
-        propagate.inject(carrier)  # the app's propagators, as its HTTP instrumentation would
     carrier[names.CARRIER_KEY] = token
     state.delegated = True
     return True
+
+
+def _write_trace_context(carrier: MutableMapping[str, str]) -> None:
+    """The current trace context through the app's propagators, as its HTTP instrumentation would,
+    replacing whatever trace context the carrier held (a reused dict, forwarded incoming headers):
+    a stale one would put the other side's segment into another request's trace. Baggage the app
+    put there stays."""
+    written: dict[str, str] = {}
+    propagate.inject(written)
+    fields = {field.lower() for field in propagate.get_global_textmap().fields} | {name.lower() for name in written}
+    fields.discard(_BAGGAGE)
+    had_baggage = False
+    for name in list(carrier):
+        if isinstance(name, str) and name.lower() in fields:
+            del carrier[name]
+        had_baggage = had_baggage or (isinstance(name, str) and name.lower() == _BAGGAGE)
+    carrier.update((name, value) for name, value in written.items() if not (had_baggage and name.lower() == _BAGGAGE))
 
 
 # --- the receiving side --------------------------------------------------------------------------
@@ -97,11 +133,12 @@ class ContinuedPipeline(RagPipeline):
 
     stage = names.STAGE_SEGMENT
 
-    def __init__(self, carrier: Any, name: str | None = None) -> None:
-        key = _key("continue_pipeline")
+    def __init__(self, carrier: Any, name: str | None = None, *, if_missing: str = "redact") -> None:
         if name is not None and (not isinstance(name, str) or not name):
             raise ValueError("continue_pipeline's name must be a non-empty str")
-        read = call_guarded("carrier read", _read, carrier, key, default=None)
+        if if_missing not in IF_MISSING:
+            raise ValueError(f"continue_pipeline's if_missing must be one of {', '.join(map(repr, IF_MISSING))}, got {if_missing!r}")
+        read = call_guarded("carrier read", _read, carrier, default=None)
         parent, carried, status = read if read is not None else (None, None, STATUS_REMOTE_CONTEXT_INVALID)
         self.remote_status: str | None = status  # why the carried record can't be used, or None
         self._parent = parent
@@ -117,9 +154,7 @@ class ContinuedPipeline(RagPipeline):
         attributes = {
             key: origin[label] for key, label in (("version", names.RAG_PIPELINE_VERSION), ("route", names.RAG_PIPELINE_ROUTE)) if label in origin
         }
-        # never more content here than the origin allowed: its redact or hash mode holds
-        stricter = carried.mode if carried is not None and carried.mode != "full" else None
-        super().__init__(origin.get(names.GEN_AI_WORKFLOW_NAME) or name or "continued", capture_content=stricter, **attributes)
+        super().__init__(origin.get(names.GEN_AI_WORKFLOW_NAME) or name or "continued", capture_content=_mode(carried, status, if_missing), **attributes)
 
     def open(self) -> None:
         if self._parent is None:  # the remote span is already current (the app's middleware)
@@ -148,7 +183,20 @@ class ContinuedPipeline(RagPipeline):
         raise TypeError("continue_pipeline is a context manager per request: `with ragtrace.continue_pipeline(request.headers):`")
 
 
-def _read(carrier: Any, key: bytes) -> tuple[otel_context.Context | None, carrier_module.Carried | None, str | None]:
+def _mode(carried: carrier_module.Carried | None, status: str | None, if_missing: str) -> str | None:
+    """The segment's content mode (None: this side's own). Never more content than the origin
+    allowed: with its record, the stricter of its mode and this side's; without one, this side
+    can't know what the origin allowed, so redact (a missing record: as ``if_missing`` says)."""
+    if carried is not None:
+        if carried.mode == "full":
+            return None
+        return stricter_mode(carried.mode, config_module.current().content.mode)
+    if status == STATUS_REMOTE_CONTEXT_MISSING and if_missing == "own":
+        return None
+    return "redact"
+
+
+def _read(carrier: Any) -> tuple[otel_context.Context | None, carrier_module.Carried | None, str | None]:
     """(the context to open under, or None for the current one; the record; why it can't be used)."""
     parent: otel_context.Context | None = None
     current = trace.get_current_span().get_span_context()
@@ -161,8 +209,13 @@ def _read(carrier: Any, key: bytes) -> tuple[otel_context.Context | None, carrie
     token = _entry(carrier)
     if token is None:
         return parent, None, STATUS_REMOTE_CONTEXT_MISSING
+    key = _key()
+    if key is None:  # nothing to check the record with: as if there were none
+        return parent, None, STATUS_REMOTE_CONTEXT_MISSING
     try:
         carried = carrier_module.unseal(token, key, format(trace_id, "032x") if trace_id else None, time.time())
+    except carrier_module.OtherTrace as unusable:  # the record names one trace, the carrier another:
+        return trace.set_span_in_context(trace.INVALID_SPAN), None, unusable.args[0]  # join neither
     except carrier_module.Unusable as unusable:
         return parent, None, unusable.args[0]
     return parent, carried, None

@@ -16,7 +16,7 @@ from .citations import CitationPattern, CitationResult
 from .provided import Provided, scored as provided_scored
 from .guard import call_guarded, guard, warn_once
 from .messages import as_messages
-from .outputs import as_text, is_streaming_response, read_output, read_piece, stream_pieces
+from .outputs import as_text, cut_off, is_streaming_response, read_output, read_piece, stream_pieces
 from .spans import all_passed, gate_messages, messages_json
 from .assemble_stage import Assemble
 from .stage import Stage, float_or_none, int_or_none, set_figures
@@ -58,6 +58,7 @@ class Generate(Stage):
         self.output_unreadable = False  # an output was recorded that ragtrace could not read
         self._pending_stream: Any = None  # a LlamaIndex StreamingResponse, read at close
         self._context_unknown: str | None = None  # why its context can't be told (``context_for_answer``)
+        self._incomplete: str | None = None  # the stream was cut off (``stream_cut_off``)
         self.answer: figures_module.Answer | None = None
         self.metrics: dict[str, Any] = {}
         self._usage: dict[str, Any] = {}
@@ -148,12 +149,34 @@ class Generate(Stage):
             type(output).__qualname__,
         )
 
+    def drop_token_counts(self) -> None:
+        """Token counts recorded from an output that were estimated, not reported by the provider
+        (LiteLLM counts a stream's tokens itself when none came): not measured, so not recorded."""
+        self._usage.pop("input_tokens", None)
+        self._usage.pop("output_tokens", None)
+
     def stream_done(self, pieces: Iterable[Any]) -> None:
         """A whole stream that was already consumed and timed with ``item_arrived`` (the generator
-        decorator's collected pieces)."""
+        decorator's collected pieces). One that ran out by itself without its protocol's final
+        event was cut off (a dropped connection): its answer is not scored. One the app closed
+        early is scored as what the app read."""
         self._usage["stream"] = True
         for piece in pieces:
             self._collect(piece)
+        self.check_stream_end(pieces)
+
+    def check_stream_end(self, events: Iterable[Any] | None) -> None:
+        """The events of a stream that ran out by itself (``passthrough.Kept.ran_out``): cut off
+        when their protocol's final event is missing (``outputs.cut_off``). For integrations that
+        hand ``stream_done`` the text they read from the events, not the events."""
+        if getattr(events, "ran_out", False) and cut_off(events):  # type: ignore[arg-type]
+            self.stream_cut_off()
+
+    def stream_cut_off(self) -> None:
+        """The stream ended without its final event and without an error: the answer is incomplete,
+        and its citation figures are not measurable (``answer_incomplete``), never scored as whole."""
+        self._incomplete = names.STATUS_ANSWER_INCOMPLETE
+        warn_once("answer-incomplete", "a model stream ended without its final event (a dropped connection?): its answer is not scored (rag.citation.status=%s)", names.STATUS_ANSWER_INCOMPLETE)
 
     def stream(self, pieces: Iterable[Any]) -> Iterator[Any]:
         """Pass a stream through unchanged while collecting its text."""
@@ -190,6 +213,8 @@ class Generate(Stage):
             unknown = self._context_unknown or (state.unmeasured if state is not None else None)
             if unknown is not None:
                 scored = Scored(figures_module.Answer(None, unmeasured=unknown), scored.citations)
+            elif self._incomplete is not None:  # what it was shown is known; what it would have cited is not
+                scored = Scored(figures_module.Answer(scored.answer.placements, unmeasured=self._incomplete), scored.citations)
             scored = _outside_a_pipeline(scored, state, context)
             if state is not None and state.unmeasured in state_module.REMOTE_CONTEXT_STATUSES:  # a carried record that can't be used
                 scored = Scored(figures_module.Answer(None, unmeasured=state.unmeasured), scored.citations)
@@ -269,6 +294,15 @@ class Generate(Stage):
         if self.provided is not None:
             attrs.set(names.RAG_CITATION_GRANULARITY, self.provided.granularity)
             attrs.set(names.RAG_CITATION_FILE_IDS, list(self.provided.files) or None)
+            segments = self.provided.segments
+            if segments:  # positions and ids, not content
+                attrs.set_many(
+                    {
+                        names.RAG_CITATION_SEGMENT_STARTS: [start for start, _, _ in segments],
+                        names.RAG_CITATION_SEGMENT_ENDS: [end for _, end, _ in segments],
+                        names.RAG_CITATION_SEGMENT_IDS: [chunk_id for _, _, chunk_id in segments],
+                    }
+                )
         if citations is not None and self.citation_status is None and context is not None:
             # invalid means "names no chunk of the context": without a context it is not measured
             out_of_context = self.answer.out_of_context_citations if self.answer is not None else None

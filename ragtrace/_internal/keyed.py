@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import secrets
 import threading
 from typing import Final
@@ -89,6 +90,16 @@ def warn_if_random(what: str) -> None:
     if _random_in_use and not _warned:
         _warned = True
         warn_once("random-hash-key", "no hash key is set: %s; set %s or configure(hash_key=...) to a secret your processes share", what, ENV_KEY)
+
+
+# an id ragtrace made from a keyed digest: the digest itself, or ``something#digest``
+_DIGEST_ID: Final = re.compile(r"(?:^|#)[0-9a-f]{%d}\Z" % (2 * _DIGEST_BYTES))
+
+
+def holds_digest(chunk_id: str) -> bool:
+    """Whether an id has a keyed digest in it (as ragtrace forms them): only such an id differs
+    between processes without a shared key, so only it calls for ``warn_if_random``."""
+    return _DIGEST_ID.search(chunk_id) is not None
 
 
 def _hasher(purpose: bytes) -> hashlib._Hash:

@@ -120,6 +120,7 @@ RAG_RERANK_OUTPUT_COUNT: Final = "rag.rerank.output_count"
 RAG_RERANK_INPUT_IDS: Final = "rag.rerank.input_ids"
 RAG_RERANK_OUTPUT_IDS: Final = "rag.rerank.output_ids"
 RAG_RERANK_OUTPUT_SCORES: Final = "rag.rerank.output_scores"
+RAG_RERANK_SEARCH_UNITS: Final = "rag.rerank.search_units"  # what a rerank API billed (Cohere's meta.billed_units)
 
 # --- ragtrace: context assembly ---------------------------------------------------------------
 RAG_CONTEXT_INCLUSION_METHOD: Final = "rag.context.inclusion_method"
@@ -178,6 +179,10 @@ RAG_CITATION_FORMAT: Final = "rag.citation.format"
 RAG_CITATION_CONFORMANT: Final = "rag.citation.conformant"
 RAG_CITATION_GRANULARITY: Final = "rag.citation.granularity"  # provider citations: what one names (chunk or file)
 RAG_CITATION_FILE_IDS: Final = "rag.citation.file_ids"  # file-level provider citations: the cited files
+# provider citations that say which part of the answer cites what: one entry per (segment, cited chunk)
+RAG_CITATION_SEGMENT_STARTS: Final = "rag.citation.segment_starts"  # character offset into the answer
+RAG_CITATION_SEGMENT_ENDS: Final = "rag.citation.segment_ends"
+RAG_CITATION_SEGMENT_IDS: Final = "rag.citation.segment_ids"  # the chunk that segment cites
 RAG_RETRIEVAL_STATUS: Final = "rag.retrieval.status"  # a provider's retrieval whose results were not returned
 CITATION_GRANULARITY_CHUNK: Final = "chunk"
 CITATION_GRANULARITY_FILE: Final = "file"
@@ -276,6 +281,9 @@ STATUS_EMPTY_CONTEXT: Final = "empty_context"
 STATUS_NO_ANSWER: Final = "no_answer"
 # why an answer's citations are not scored (``Answer.unmeasured``; ``rag.citation.status``)
 STATUS_ANSWER_UNREADABLE: Final = "answer_unreadable"  # an output ragtrace could not read as text
+# a stream that ran out without its final event and without an error (a dropped connection: no
+# Anthropic message_stop, no OpenAI finish_reason): part of an answer, not the answer
+STATUS_ANSWER_INCOMPLETE: Final = "answer_incomplete"
 STATUS_CITATION_PATTERN_FAILED: Final = "citation_pattern_failed"  # the user's citation_pattern raised
 STATUS_CITATIONS_UNRESOLVED: Final = "citations_unresolved"  # located context with gaps: a citation ragtrace can't resolve
 STATUS_INTERNAL_ERROR: Final = "internal_error"  # ragtrace's own fault while scoring (logged once)
@@ -285,6 +293,10 @@ STATUS_CONTEXT_NOT_LOCATED: Final = "context_not_located"
 STATUS_CITATIONS_FILE_LEVEL: Final = "citations_file_level"  # a provider cited a file with several chunks in context (``provided``)
 STATUS_SOURCE_UNREADABLE: Final = "source_unreadable"  # a provider's source block whose text ragtrace can't read (a PDF)
 STATUS_RESULTS_NOT_INCLUDED: Final = "results_not_included"  # a provider's retrieval whose results the response did not carry
+# a provider's retrieve-and-generate call (Bedrock's retrieve_and_generate) that returns only the
+# references its answer cites: what it retrieved and put in context is not returned, so counting the
+# cited references as the retrieval would make recall 1.0 on every call
+STATUS_CITED_REFERENCES_ONLY: Final = "cited_references_only"
 # a generation whose trace's state was evicted: its retrievals and contexts are gone, so nothing of
 # it is measured
 STATUS_STATE_EVICTED: Final = "state_evicted"
@@ -308,9 +320,9 @@ STATUS_DELEGATED: Final = "delegated"
 STATUS_TELEMETRY_OFF: Final = "telemetry_off"
 METRICS_STATUS_REASONS: Final = frozenset({
     STATUS_NO_RETRIEVAL, STATUS_EMPTY_RETRIEVAL, STATUS_UNREADABLE_RETRIEVAL, STATUS_RETRIEVAL_TRUNCATED, STATUS_NO_CONTEXT,
-    STATUS_EMPTY_CONTEXT, STATUS_NO_ANSWER, STATUS_ANSWER_UNREADABLE, STATUS_CITATION_PATTERN_FAILED,
+    STATUS_EMPTY_CONTEXT, STATUS_NO_ANSWER, STATUS_ANSWER_UNREADABLE, STATUS_ANSWER_INCOMPLETE, STATUS_CITATION_PATTERN_FAILED,
     STATUS_CITATIONS_UNRESOLVED, STATUS_INTERNAL_ERROR, STATUS_CONTEXT_NOT_LOCATED, STATUS_CITATIONS_FILE_LEVEL, STATUS_SOURCE_UNREADABLE,
-    STATUS_RESULTS_NOT_INCLUDED, STATUS_STATE_EVICTED, STATUS_REQUEST_SPLIT,
+    STATUS_RESULTS_NOT_INCLUDED, STATUS_CITED_REFERENCES_ONLY, STATUS_STATE_EVICTED, STATUS_REQUEST_SPLIT,
     STATUS_OUTSIDE_PIPELINE, STATUS_CONTEXT_UNKNOWN, STATUS_REMOTE_CONTEXT_MISSING, STATUS_REMOTE_CONTEXT_INVALID,
     STATUS_REMOTE_CONTEXT_TOO_LARGE, STATUS_DELEGATED, STATUS_TELEMETRY_OFF,
 })
@@ -319,6 +331,8 @@ METRICS_STATUS_ELSEWHERE: Final = (STATUS_DELEGATED,)
 # the rag.metrics.status label of rag.pipeline.runs besides the reasons
 METRICS_STATUS_MEASURED: Final = "measured"  # every figure of the run was measured
 METRICS_STATUS_OTHER: Final = "other"  # a reason missing from METRICS_STATUS_REASONS (a ragtrace bug)
+# an app-supplied label's value past its first configure(max_label_values=) values (otel_metrics)
+LABEL_VALUE_OTHER: Final = "other"
 
 # --- OpenInference ----------------------------------------------------------------------------
 OI_SPAN_KIND: Final = "openinference.span.kind"
@@ -341,6 +355,8 @@ OI_LLM_PROVIDER: Final = "llm.provider"
 OI_LLM_TOKEN_COUNT_PROMPT: Final = "llm.token_count.prompt"
 OI_LLM_TOKEN_COUNT_COMPLETION: Final = "llm.token_count.completion"
 OI_LLM_TOKEN_COUNT_TOTAL: Final = "llm.token_count.total"
+# the call's cost in USD as the gateway priced it (LiteLLM's response_cost); OpenInference's key
+OI_LLM_COST_TOTAL: Final = "llm.cost.total"
 OI_PROMPT_TEMPLATE: Final = "llm.prompt_template.template"  # Assemble.render's template
 OI_PROMPT_TEMPLATE_VARIABLES: Final = "llm.prompt_template.variables"  # its variables, a JSON object
 OI_LLM_INPUT_MESSAGES: Final = "llm.input_messages"  # .{i}.message.role / .message.content
@@ -491,6 +507,7 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(RAG_RERANK_INPUT_IDS, "string[]", "rerank", False, "Candidate ids; only where reranker.input_documents does not carry them all (openinference=False, more than max_documents)."),
     AttributeInfo(RAG_RERANK_OUTPUT_IDS, "string[]", "rerank", False, "Kept ids in new order."),
     AttributeInfo(RAG_RERANK_OUTPUT_SCORES, "double[]", "rerank", False, "Rerank scores aligned with output_ids; only where reranker.output_documents does not carry them all (as input_ids)."),
+    AttributeInfo(RAG_RERANK_SEARCH_UNITS, "double", "rerank", False, "The search units a rerank API billed for the call (Cohere's meta.billed_units.search_units)."),
     AttributeInfo(RAG_CONTEXT_INCLUSION_METHOD, "string", "assemble", False, "recorded (ragtrace placed the chunks), declared (the app declared each chunk's rendered text, found in order in the prompt), provider (the model API's own source blocks or file_search results, in block order) or located (chunk text searched for in a user-built prompt)."),
     AttributeInfo(RAG_CONTEXT_CHUNK_IDS, "string[]", "assemble", False, "In-context chunk ids in prompt order."),
     AttributeInfo(RAG_CONTEXT_POSITIONS, "int[]", "assemble", False, "1-based prompt positions aligned with chunk_ids."),
@@ -515,11 +532,14 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(RAG_CITATION_OUT_OF_CONTEXT_COUNT, "int", "generate", False, "Invalid citations naming a retrieved chunk that was not in the context (by its id, or a declared label that did not reach the prompt)."),
     AttributeInfo(RAG_CITATION_UNKNOWN_COUNT, "int", "generate", False, "Invalid citations naming nothing retrieved."),
     AttributeInfo(RAG_CITATION_OUT_OF_CONTEXT_IDS, "string[]", "generate", False, "The retrieved chunks the out-of-context citations name, first-cited first (absent when none)."),
-    AttributeInfo(RAG_CITATION_STATUS, "string", "generate", False, "Why the answer's citations are not scored: answer_unreadable, citation_pattern_failed, citations_unresolved, context_not_located, citations_file_level, results_not_included, source_unreadable, internal_error, state_evicted, outside_pipeline, context_unknown, request_split, remote_context_missing, remote_context_invalid or remote_context_too_large (absent when scored)."),
+    AttributeInfo(RAG_CITATION_STATUS, "string", "generate", False, "Why the answer's citations are not scored: answer_unreadable, answer_incomplete, citation_pattern_failed, citations_unresolved, context_not_located, citations_file_level, results_not_included, cited_references_only, source_unreadable, internal_error, state_evicted, outside_pipeline, context_unknown, request_split, remote_context_missing, remote_context_invalid or remote_context_too_large (absent when scored)."),
     AttributeInfo(RAG_CITATION_FORMAT, "string", "generate", False, "json, inline, provider (the model API's citation objects) or none."),
     AttributeInfo(RAG_CITATION_GRANULARITY, "string", "generate", False, "Provider citations only: chunk (each names one source block) or file (each names a file; it resolves to that file's results)."),
     AttributeInfo(RAG_CITATION_FILE_IDS, "string[]", "generate", False, "File-level provider citations: the cited file ids, first-cited first (known also without the results)."),
-    AttributeInfo(RAG_RETRIEVAL_STATUS, "string", "retrieve", False, "results_not_included: a provider's retrieval (OpenAI file_search) whose results the response did not carry (no include=[\"file_search_call.results\"])."),
+    AttributeInfo(RAG_CITATION_SEGMENT_STARTS, "int[]", "generate", False, "Provider citations that locate themselves in the answer (Gemini's grounding supports): the start of each cited segment, in characters of the answer text (converted from bytes where the API counts bytes); one entry per (segment, cited chunk), parallel to segment_ends and segment_ids."),
+    AttributeInfo(RAG_CITATION_SEGMENT_ENDS, "int[]", "generate", False, "The end (exclusive, characters) of each cited segment, parallel to segment_starts."),
+    AttributeInfo(RAG_CITATION_SEGMENT_IDS, "string[]", "generate", False, "The chunk id each cited segment cites, parallel to segment_starts."),
+    AttributeInfo(RAG_RETRIEVAL_STATUS, "string", "retrieve", False, "results_not_included: a provider's retrieval (OpenAI file_search) whose results the response did not carry (no include=[\"file_search_call.results\"]); cited_references_only: a provider's retrieve-and-generate call (Bedrock retrieve_and_generate) that returns only the references its answer cites, not what it retrieved."),
     AttributeInfo(RAG_CITATION_CONFORMANT, "boolean", "generate", False, "False when the answer has no parseable citation."),
     AttributeInfo(RAG_METRICS_STATUS, "string", "pipeline, pipeline_segment, generate", False, "Why figures are missing (absent when all were measured); delegated on a root whose figures another process's pipeline_segment carries."),
     AttributeInfo(RAG_METRICS_INCLUSION_METHOD, "string", "pipeline, generate", False, "How the context the figures rest on was known: recorded, declared, provider or located (comma-separated when a trace mixes them)."),
@@ -547,6 +567,7 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(OI_LLM_TOKEN_COUNT_PROMPT, "int", "embed, generate", False, "Prompt tokens."),
     AttributeInfo(OI_LLM_TOKEN_COUNT_COMPLETION, "int", "generate", False, "Completion tokens."),
     AttributeInfo(OI_LLM_TOKEN_COUNT_TOTAL, "int", "embed, generate", False, "Total tokens."),
+    AttributeInfo(OI_LLM_COST_TOTAL, "double", "generate, rerank", False, "The call's cost in USD as LiteLLM priced it (response_cost), when LiteLLM knows the model's price; absent, never 0, when it doesn't."),
     AttributeInfo(OI_PROMPT_TEMPLATE, "string", "assemble", True, "The template Assemble.render filled (chat templates as JSON messages)."),
     AttributeInfo(OI_PROMPT_TEMPLATE_VARIABLES, "string", "assemble", True, "Its variables besides {context}, as a JSON object."),
     AttributeInfo(OI_LLM_INPUT_MESSAGES + ".{i}.message.{role,content}", "string", "generate", True, "Chat prompt messages, only where gen_ai.input.messages did not go out whole (redact and hash modes: role and [redacted]; a cut prompt); Phoenix derives them from gen_ai.input.messages otherwise."),
@@ -581,7 +602,7 @@ class MetricInfo(NamedTuple):
 
 
 METRICS: Final[tuple[MetricInfo, ...]] = (
-    MetricInfo(METRIC_OPERATION_DURATION, "histogram", "s", "Duration of each stage (rag.stage) and pipeline."),
+    MetricInfo(METRIC_OPERATION_DURATION, "histogram", "s", "Duration of each stage (rag.stage) and pipeline (buckets 0.5, 1, 2.5 and 5 ms, then the GenAI convention's 10 ms to 81.92 s: fast retrievals read true)."),
     MetricInfo(METRIC_RETRIEVAL_TOP_SCORE, "histogram", "1", "Score of the top-ranked retrieved chunk (buckets 0 to 1 in tenths, then 2, 3, 4, 5, 10, 100)."),
     MetricInfo(METRIC_CONTEXT_TOKENS, "histogram", "{token}", "Context tokens placed in the prompt."),
     MetricInfo(METRIC_RECALL_PROXY_HISTOGRAM, "histogram", "1", "Cited-chunk recall proxy per pipeline."),

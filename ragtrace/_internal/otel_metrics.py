@@ -19,15 +19,30 @@ from typing import Any
 from opentelemetry import metrics
 
 from . import names
+from . import guard
 from .guard import new_locks_after_fork
 from .config import INSTRUMENTATION_NAME, VERSION, Config, global_meter_provider, meter_provider_unset
 
 # GenAI semantic-convention bucket boundaries (seconds and tokens); ratio buckets for the proxies.
 DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
 TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864)
+# stage durations: sub-10 ms bounds first, since a vector or cache lookup often takes 1 ms and the
+# convention's first bound (10 ms) would put every fast retrieval at an interpolated 9.5 ms
+STAGE_DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, *DURATION_BUCKETS)
 RATIO_BUCKETS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 # judge and retrieval scores: 0-1 scores in tenths, then the usual 1-5 and 1-10 scales
 SCORE_BUCKETS = RATIO_BUCKETS + (2.0, 3.0, 4.0, 5.0, 10.0, 100.0)
+
+
+# Labels whose values the app supplies, from its configuration or from request data (route=
+# request.path): each keeps its first ``max_label_values`` distinct values per MeterProvider, and
+# later ones fold into LABEL_VALUE_OTHER, so neither ragtrace's memory nor a scrape grows with
+# traffic. The other labels are ragtrace's own fixed sets (stage, operation, status, kind).
+FOLDED_LABELS = (
+    names.GEN_AI_WORKFLOW_NAME, names.RAG_PIPELINE_VERSION, names.RAG_PIPELINE_ROUTE, names.GEN_AI_DATA_SOURCE_ID,
+    names.GEN_AI_REQUEST_MODEL, names.GEN_AI_PROVIDER_NAME, names.ERROR_TYPE, names.RAG_EVAL_NAME,
+)
+MAX_SEEN = 10_000  # label sets remembered as given their zeros; beyond, later sets get none
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +61,7 @@ class Instruments:
     wasted_tokens: metrics.Histogram
     eval_score: metrics.Histogram
     seen: set[frozenset[tuple[str, Any]]] = field(default_factory=set)  # label sets given their zeros
+    kept: dict[str, set[Any]] = field(default_factory=lambda: {name: set() for name in FOLDED_LABELS})
 
 
 _cache: weakref.WeakKeyDictionary[Any, Instruments] = weakref.WeakKeyDictionary()
@@ -64,7 +80,7 @@ def instruments(config: Config) -> Instruments | None:
         meter = provider.get_meter(INSTRUMENTATION_NAME, VERSION)
         histogram, counter = _maker(meter.create_histogram), _maker(meter.create_counter)
         found = Instruments(
-            duration=histogram(names.METRIC_OPERATION_DURATION, DURATION_BUCKETS),
+            duration=histogram(names.METRIC_OPERATION_DURATION, STAGE_DURATION_BUCKETS),
             top_score=histogram(names.METRIC_RETRIEVAL_TOP_SCORE, SCORE_BUCKETS),
             context_tokens=histogram(names.METRIC_CONTEXT_TOKENS, TOKEN_BUCKETS),
             recall_proxy=histogram(names.METRIC_RECALL_PROXY_HISTOGRAM, RATIO_BUCKETS),
@@ -100,10 +116,10 @@ def _maker(create: Any) -> Any:
 
 
 def first_seen(found: Instruments, labels: dict[str, Any]) -> bool:
-    """True the first time ``labels`` come by (bounded: labels are). A race gives two Trues: a
-    second 0 added, harmless."""
+    """True the first time ``labels`` come by, for the first MAX_SEEN label sets (folded labels
+    bound them; the cap bounds the product too). A race gives two Trues: a second 0, harmless."""
     key = frozenset(labels.items())
-    if key in found.seen:
+    if key in found.seen or len(found.seen) >= MAX_SEEN:
         return False
     found.seen.add(key)
     return True
@@ -118,10 +134,26 @@ def status_label(status: str | None) -> str:
     return first if first in names.METRICS_STATUS_REASONS else names.METRICS_STATUS_OTHER
 
 
-def labels(pipeline: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
-    """Bounded metric attributes: the pipeline's name/version plus the stage's own."""
+def labels(found: Instruments, limit: int, pipeline: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
+    """Bounded metric attributes: the pipeline's name/version/route plus the stage's own, each
+    folded label past its first ``limit`` values (``configure(max_label_values=)``) as "other"."""
     values = dict(pipeline)
     values.update({k: v for k, v in extra.items() if v is not None})
+    kept = found.kept
+    for name, value in values.items():
+        seen = kept.get(name)
+        if seen is None or value in seen:
+            continue
+        if len(seen) < limit:
+            seen.add(value)  # two threads may both add past the limit: a value or two more, harmless
+            continue
+        values[name] = names.LABEL_VALUE_OTHER
+        guard.warn_once(
+            f"label-folded:{name}",
+            "metric label %s has more than %d distinct values (request data in a label, e.g. route=request.path?); "
+            "later values are recorded as %r. Raise the limit with configure(max_label_values=...) if they are bounded",
+            name, limit, names.LABEL_VALUE_OTHER,
+        )
     return values
 
 

@@ -264,6 +264,64 @@ def _anthropic_event(kind: str, event: Any) -> tuple[str | None, Usage]:
     return None, {}
 
 
+# the events that end a Responses API stream (``response.incomplete``: a token limit, still an end)
+_RESPONSES_ENDS = frozenset({"response.completed", "response.incomplete", "response.failed"})
+_COHERE_EVENTS = ("message-", "content-", "citation-", "tool-plan-", "tool-call-")  # Cohere v2 chat_stream; ends with message-end
+# Bedrock converse_stream events, one key each; the answer ends with messageStop (metadata follows it)
+_CONVERSE_EVENTS = frozenset({"messageStart", "contentBlockStart", "contentBlockDelta", "contentBlockStop", "messageStop", "metadata"})
+
+
+def cut_off(pieces: Iterable[Any]) -> bool:
+    """Whether a stream that ran out is missing the final event its protocol sends: OpenAI chunks
+    end with a ``finish_reason``, Anthropic events with ``message_stop``, Responses API events with
+    ``response.completed`` (or ``.incomplete``/``.failed``), Cohere's with ``message-end``, Bedrock
+    Converse's with ``messageStop``. A dropped connection ends the SDK's
+    iterator without an error, so this is the only sign. False for pieces of no known protocol
+    (strings, a framework's chunks): nothing says they were cut off."""
+    known = False
+    for piece in pieces:
+        mark = end_mark(piece)
+        if mark:
+            return False
+        known = known or mark is not None
+    return known
+
+
+def end_mark(piece: Any) -> bool | None:
+    """True for a stream's final event (``cut_off``), False for another piece of a protocol that
+    has one, None for a piece of no known protocol."""
+    choices = get(piece, "choices")
+    if isinstance(choices, Sequence) and not isinstance(choices, str):
+        return any(isinstance(get(c, "finish_reason"), str) for c in choices)
+    kind = get(piece, "type")
+    if isinstance(kind, str) and kind.startswith(("message_", "content_block_", "response.")):
+        return kind == "message_stop" or kind in _RESPONSES_ENDS
+    if isinstance(kind, str) and kind.startswith(_COHERE_EVENTS):
+        return kind == "message-end"
+    if isinstance(piece, Mapping) and len(piece) == 1 and next(iter(piece)) in _CONVERSE_EVENTS:
+        return "messageStop" in piece
+    return None
+
+
+# LangChain's provider packages name themselves (``response_metadata["model_provider"]``); these
+# put their protocol's end marker there on a stream's last chunk, so a streamed message without it
+# was cut off. Other providers may not report one: nothing is said of them.
+_LANGCHAIN_END_KEYS = {"openai": "finish_reason", "anthropic": "stop_reason"}
+
+
+def langchain_cut_off(result: Any) -> bool:
+    """Whether a streamed LangChain ``LLMResult`` comes from a provider that always ends with a
+    finish reason, and has none (``cut_off``'s rule, on what LangChain merged of the chunks)."""
+    generations = get(result, "generations")
+    if not isinstance(generations, Sequence) or not generations or not isinstance(generations[0], Sequence) or not generations[0]:
+        return False
+    metadata = get(get(generations[0][0], "message"), "response_metadata")
+    if not isinstance(metadata, Mapping):
+        return False
+    key = _LANGCHAIN_END_KEYS.get(metadata.get("model_provider"))  # type: ignore[arg-type]
+    return key is not None and not isinstance(metadata.get(key), str)
+
+
 def stream_pieces(pieces: Any) -> Iterable[Any]:
     """What ``Generate.stream`` iterates: a LlamaIndex ``StreamingResponse`` streams its ``response_gen``."""
     return pieces.response_gen if is_streaming_response(pieces) else pieces

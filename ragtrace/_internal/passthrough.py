@@ -6,8 +6,9 @@ empty iterator, so the application gets a transparent ``wrapt.ObjectProxy`` inst
 ``isinstance``, ``with`` / ``async with`` and ``close()`` reach the real object; each item the
 application takes passes through the stage on its way. The stage stays open until the iterator is
 exhausted, raises, is closed, or is dropped, like the span of a decorated generator function.
-What is recorded is what the application consumed: all of it when the iterator ran out, the part
-read before an early ``close()``/``break``, and nothing when it was read some other way (a
+What is recorded is what the application consumed: all of it when the iterator ran out
+(``Kept.ran_out``: a model stream that ran out without its final event was cut off, not finished),
+the part read before an early ``close()``/``break``, and nothing when it was read some other way (a
 cursor's ``fetchall()``): then the stage ends without a result rather than with a false empty one.
 A stage may keep fewer (``Stage.stream_keep``: a retriever keeps ``max_retrieved``): the items
 beyond pass on to the application untouched and are only counted (``Kept``), so a cursor that
@@ -30,12 +31,13 @@ class Kept(list):  # type: ignore[type-arg]
     """The items of a stream a stage keeps, in order: its first ``limit`` (all with None), and a
     count of every item that passed, so ``omitted`` says how many were seen but not kept."""
 
-    __slots__ = ("limit", "passed")
+    __slots__ = ("limit", "passed", "ran_out")
 
     def __init__(self, limit: int | None = None) -> None:
         super().__init__()
         self.limit = sys.maxsize if limit is None else limit
         self.passed = 0
+        self.ran_out = False  # the iterator ended by itself (StopIteration), not closed by the app
 
     def add(self, item: Any) -> None:
         self.passed += 1
@@ -101,6 +103,7 @@ class _Recording(wrapt.ObjectProxy):  # type: ignore[misc]
         if finish is None:
             return
         self._self_finish, self._self_stage, self._self_items = None, None, Kept(0)
+        items.ran_out = exhausted and error is None
         finish(items if exhausted or items.passed else None, error)
 
     def _self_abandon(self) -> None:

@@ -6,6 +6,7 @@ travel in the same export as the spans themselves, with no backend post-processi
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -185,6 +186,22 @@ class RagPipeline(Stage):
             with guard("context detach"):
                 state_module.deactivate(token)
         super().detach()
+
+    def close(self, error: BaseException | None = None) -> None:
+        """End the root, with its figures; while stages of it are still to be recorded by an
+        integration that records after the call returned (``PipelineState.hold``: LiteLLM's
+        callbacks), the end waits for them and keeps this moment as the span's end time."""
+        state = self.state
+        if state is not None and state.holds and not self.closed:  # one read of an int when nothing is held
+            end_time = self.end_time if self.end_time is not None else time.time_ns()
+            if state.close_when_released(lambda: self._close_at(end_time, error)):
+                return
+        super().close(error)
+
+    def _close_at(self, end_time: int, error: BaseException | None) -> None:
+        with guard("deferred pipeline close"):
+            self.end_time = end_time
+            super().close(error)
 
     def on_close(self) -> None:
         state = self.state

@@ -51,6 +51,9 @@ class Provided:
     files: tuple[str, ...] = ()
     ambiguous: bool = False  # a cited file has several results in the context
     unmeasured: str | None = None
+    # where the answer cites what, when the provider says: (start, end, chunk id), character
+    # offsets into the answer text, one per (segment, cited chunk)
+    segments: tuple[tuple[int, int, str], ...] = ()
 
 
 def context_record(sources: Sequence[Source], tokenizer: Tokenizer) -> ContextRecord:

@@ -17,6 +17,7 @@ from . import guard
 
 ContentMode = Literal["full", "redact", "hash"]
 MODES: Final = ("full", "redact", "hash")
+MODES_BY_STRICTNESS: Final = ("full", "hash", "redact")  # each lets out less content than the one before
 Redactor = Callable[[str], str]
 
 ENV_RAGTRACE: Final = "RAGTRACE_CAPTURE_CONTENT"
@@ -107,6 +108,11 @@ def sampled_for_content(trace_id: int, share: float) -> bool:
     """
     digest = hashlib.blake2b(trace_id.to_bytes(16, "big"), digest_size=8, person=b"ragtrace-sample").digest()
     return int.from_bytes(digest, "big") < share * 2**64
+
+
+def stricter_mode(first: str, second: str) -> str:
+    """Of two modes, the one that lets less content out: full, then hash (keyed digests), then redact."""
+    return first if MODES_BY_STRICTNESS.index(first) > MODES_BY_STRICTNESS.index(second) else second
 
 
 @dataclass(frozen=True, slots=True)

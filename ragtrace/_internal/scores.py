@@ -56,21 +56,19 @@ def record_score(
         if run is not None:
             parent = run.span.get_span_context()
             config = run.config
-            labels = dict(run.state.labels) if run.state is not None else {names.GEN_AI_WORKFLOW_NAME: run.name}
+            pipeline_labels = dict(run.state.labels) if run.state is not None else {names.GEN_AI_WORKFLOW_NAME: run.name}
         else:
             assert trace_id is not None and span_id is not None
             parent = SpanContext(int(trace_id, 16), int(span_id, 16), is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
             config = _config_for(parent.trace_id, capture_content)
-            labels = otel_metrics.labels({}, **{
-                names.GEN_AI_WORKFLOW_NAME: pipeline,
-                names.RAG_PIPELINE_VERSION: version,
-                names.RAG_PIPELINE_ROUTE: route,
-            })
+            given = {names.GEN_AI_WORKFLOW_NAME: pipeline, names.RAG_PIPELINE_VERSION: version, names.RAG_PIPELINE_ROUTE: route}
+            pipeline_labels = {k: v for k, v in given.items() if v is not None}
         if parent.is_valid:
             _emit(parent, config, tracer_provider, name, float(value), scorer, label, explanation)
         found = otel_metrics.instruments(config)
         if found is not None:
-            found.eval_score.record(float(value), {**labels, names.RAG_EVAL_NAME: name})
+            labels = otel_metrics.labels(found, config.max_label_values, pipeline_labels, **{names.RAG_EVAL_NAME: name})
+            found.eval_score.record(float(value), labels)
 
 
 def _check(

@@ -191,6 +191,8 @@ class Stage:
         if found is None:
             return
         labels = otel_metrics.labels(
+            found,
+            self.config.max_label_values,
             self.state.labels if self.state is not None else {},
             **{
                 names.GEN_AI_OPERATION_NAME: self.operation,

@@ -75,6 +75,33 @@ class PipelineState:
     _bound: dict[object, ContextRecord] = field(default_factory=dict)
     _origins: set[tuple[int, int]] = field(default_factory=set)
     _answered: set[int] = field(default_factory=set)
+    # stages made here whose results an integration records later, after the call returned
+    # (LiteLLM logs them from its own thread): the pipeline's close waits for them (``hold``)
+    holds: int = 0
+    _closing: Callable[[], None] | None = None
+
+    def hold(self) -> None:
+        """A stage of this pipeline will be recorded later: its close waits until ``release``."""
+        with _hold_lock:
+            self.holds += 1
+
+    def release(self) -> None:
+        """A held stage was recorded: the pipeline's close, if it was deferred, runs now."""
+        with _hold_lock:
+            self.holds = max(0, self.holds - 1)
+            closing = self._closing if self.holds == 0 else None
+            if closing is not None:
+                self._closing = None
+        if closing is not None:
+            closing()
+
+    def close_when_released(self, closing: Callable[[], None]) -> bool:
+        """Defer ``closing`` until the held stages are recorded; False (nothing deferred) when none is held."""
+        with _hold_lock:
+            if self.holds == 0:
+                return False
+            self._closing = closing
+            return True
 
     def add_retrieval(self, chunks: list[Chunk], unreadable: int, omitted: int = 0) -> list[Chunk]:
         """Record a retrieval's chunks (text dropped) and return them with canonical ids;
@@ -168,6 +195,7 @@ _assembly: ContextVar[object] = ContextVar("ragtrace_assembly", default=None)
 _implicit: OrderedDict[int, PipelineState] = OrderedDict()
 _evicted: OrderedDict[int, None] = OrderedDict()
 _implicit_lock = threading.Lock()
+_hold_lock = threading.Lock()
 
 
 # The active pipeline's state, or None. The context variable's own bound ``get`` (no Python frame):
@@ -236,3 +264,4 @@ def implicit_count() -> int:
 
 
 new_locks_after_fork(__name__, "_implicit_lock")
+new_locks_after_fork(__name__, "_hold_lock")

@@ -42,51 +42,77 @@ class GoldenError(ValueError):
     """A golden file with no usable line; the message is one line."""
 
 
-@dataclass(eq=False)
-class GoldenQuery:
-    line: int
-    query: str | None
-    query_id: str | None
-    relevant: list[str]
-    k: int | None = None
-    traces: int = 0
-    unscored: int = 0
+@dataclass(slots=True)
+class _Tally:
+    """What the runs matched to one golden query added up: made at its first run."""
+
     sums: dict[str, float] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
     ks: set[int] = field(default_factory=set)
     retrieved: set[str] = field(default_factory=set)
 
+
+@dataclass(eq=False, slots=True)
+class GoldenQuery:
+    """One golden line, held compactly (slots, a tuple of ids, no tally until a run matches it):
+    a golden set of a million lines is held whole while the traces stream past (docs/cli.md)."""
+
+    line: int
+    query: str | None
+    query_id: str | None
+    relevant: tuple[str, ...]
+    k: int | None = None
+    traces: int = 0
+    unscored: int = 0
+    tally: _Tally | None = None
+
     @property
     def label(self) -> str:
         return self.query if self.query is not None else f"id:{self.query_id}"
 
+    def saw(self, k: int, retrieved: Iterable[str]) -> None:
+        """A matched run cut at ``k`` that retrieved ``retrieved``."""
+        if self.tally is None:
+            self.tally = _Tally()
+        self.tally.ks.add(k)
+        self.tally.retrieved.update(retrieved)
+
     def add(self, key: str, value: float) -> None:
-        self.sums[key] = self.sums.get(key, 0.0) + value
-        self.counts[key] = self.counts.get(key, 0) + 1
+        if self.tally is None:
+            self.tally = _Tally()
+        sums, counts = self.tally.sums, self.tally.counts
+        sums[key] = sums.get(key, 0.0) + value
+        counts[key] = counts.get(key, 0) + 1
 
     def mean(self, key: str) -> float | None:
-        count = self.counts.get(key)
-        return self.sums[key] / count if count else None
+        count = self.tally.counts.get(key) if self.tally is not None else None
+        return self.tally.sums[key] / count if count else None  # type: ignore[union-attr]
 
     @property
     def scored(self) -> bool:
-        return "recall" in self.counts
+        return self.tally is not None and "recall" in self.tally.counts
+
+    @property
+    def ks(self) -> set[int]:
+        return self.tally.ks if self.tally is not None else set()
 
     @property
     def never_retrieved(self) -> list[str]:
-        return [chunk_id for chunk_id in self.relevant if chunk_id not in self.retrieved]
+        retrieved = self.tally.retrieved if self.tally is not None else set()
+        return [chunk_id for chunk_id in self.relevant if chunk_id not in retrieved]
 
     def k_text(self) -> str:
-        if not self.ks:
+        ks = self.ks
+        if not ks:
             return "-"
-        return str(min(self.ks)) if len(self.ks) == 1 else f"{min(self.ks)}-{max(self.ks)}"
+        return str(min(ks)) if len(ks) == 1 else f"{min(ks)}-{max(ks)}"
 
     def record(self) -> dict[str, Any]:
         return {
             "query": self.query,
             "query_id": self.query_id,
             "line": self.line,
-            "relevant_ids": self.relevant,
+            "relevant_ids": list(self.relevant),
             "traces": self.traces,
             "unscored_traces": self.unscored,
             "k": sorted(self.ks),
@@ -174,7 +200,7 @@ def _golden_query(item: Any, number: int, where: str, diagnostics: Diagnostics) 
     if not isinstance(relevant, list) or not all(isinstance(r, (str, int)) and not isinstance(r, bool) for r in relevant):
         diagnostics.warn("golden", where, "relevant_ids must be a list of ids; line skipped")
         return None
-    relevant_ids = list(dict.fromkeys(str(r) for r in relevant))
+    relevant_ids = tuple(dict.fromkeys(str(r) for r in relevant))
     if not relevant_ids:
         diagnostics.warn("golden", where, "relevant_ids is empty: recall is undefined; line skipped")
         return None
@@ -385,8 +411,7 @@ def run_eval(
                 query.unscored += 1
                 continue
             k = settings.eval_k or query.k or row.top_k or len(row.retrieved_ids) or 1
-            query.ks.add(k)
-            query.retrieved.update(row.retrieved_ids)
+            query.saw(k, row.retrieved_ids)
             for key, value in retrieval_metrics(row.retrieved_ids, query.relevant, k).items():
                 query.add(key, value)
             proxy = row.figures.get(names.METRIC_RECALL_PROXY)

@@ -35,16 +35,20 @@ FILTER = f'job=~"$job", {PIPELINE}=~"$pipeline", {VERSION}=~"$version", {ROUTE}=
 BY_VERSION = f"{PIPELINE}, {VERSION}"
 WINDOW = "$__rate_interval"
 
-# alert thresholds (edit the printed rules to change them); volume guards in runs per second
-RECALL_DROP = 0.8  # p50 below 80% of the pipeline's p50 an hour earlier
+# Alerts are multi-window: a share (or mean) over SHORT must cross its bar, confirmed by the same
+# over LONG, each window with a minimum run count. A clear regression pages within about 5 minutes
+# (LONG crosses about 3 minutes in, then FOR); a blip too short to move LONG, or a quiet service,
+# doesn't. Edit the printed rules to change a bar.
+SHORT, LONG, BASELINE, FOR = "5m", "15m", "60m", "1m"
+MIN_SHORT_RUNS, MIN_LONG_RUNS = 10, 30  # runs in SHORT and in LONG
+RECALL_DROP = 0.8  # a version's recall proxy mean below 80% of its pipeline's mean over BASELINE
 NOT_MEASURABLE_SHARE = 0.2
 INVALID_CITATION_SHARE = 0.1
-MIN_RUNS_PER_SECOND = 0.01  # 18 runs in 30 minutes: one slow hour doesn't page
 
 
-def rate(series: str, selector: str, window: str, extra: str = "") -> str:
+def rate(series: str, selector: str, window: str, extra: str = "", function: str = "rate") -> str:
     inner = ", ".join(part for part in (selector, extra) if part)
-    return f"rate({series}{{{inner}}}[{window}])" if inner else f"rate({series}[{window}])"
+    return f"{function}({series}{{{inner}}}[{window}])" if inner else f"{function}({series}[{window}])"
 
 
 def quantile(q: float, histogram: str, by: str, selector: str = FILTER, window: str = WINDOW) -> str:
@@ -66,9 +70,16 @@ def share(series: str, part: str, by: str, selector: str = FILTER, window: str =
 
 
 LOW_RECALL = 'le="0.5"'  # a bucket bound: the share at or below it is exact
-# runs another process measures and counts (delegated) are left out of run counts and shares
-COUNTED = f"{STATUS}!~{json.dumps('|'.join(names.METRICS_STATUS_ELSEWHERE))}"
-NOT_MEASURED = f"{STATUS}!~{json.dumps('|'.join((MEASURED, *names.METRICS_STATUS_ELSEWHERE)))}"
+# Past the SDK's cardinality limit, later label sets go to one series with every label empty and
+# otel_metric_overflow="true": a selector that only says "not measured" or "not valid" would count
+# it as 100% not measurable, so each also asks for a non-empty status or kind. Runs another process
+# measures and counts (delegated) are left out of run counts and shares. A reason added to
+# names.METRICS_STATUS_REASONS needs no change here.
+COUNTED = f'{STATUS}!="", {STATUS}!~{json.dumps("|".join(names.METRICS_STATUS_ELSEWHERE))}'
+NOT_MEASURED = f'{STATUS}!="", {STATUS}!~{json.dumps("|".join((MEASURED, *names.METRICS_STATUS_ELSEWHERE)))}'
+INVALID = f'{KIND}!="", {KIND}!="{VALID}"'
+KINDS = f'{KIND}!=""'
+JUDGED = f'{FILTER}, {EVAL_NAME}=~"$eval_name"'
 RETRIEVALS = f"sum by ({SOURCE}) ({rate(DURATION + '_count', FILTER, WINDOW, STAGE + '=' + json.dumps(names.STAGE_RETRIEVE))})"
 
 
@@ -79,77 +90,128 @@ class Panel:
     unit: str
     targets: tuple[tuple[str, str], ...]  # (legend, expr)
     ratio: bool = False  # a share or figure in [0, 1]
+    repeat: str = ""  # one panel per value of this variable (each with its own axis)
 
 
+LEGEND = "{{%s}} {{%s}}" % (PIPELINE, VERSION)
 PANELS: tuple[Panel, ...] = (
     Panel(
         "Recall proxy p10 / p50", "Cited-chunk recall proxy per run (rag.recall_proxy): the 10th and 50th percentile, by pipeline and version.", "percentunit",
-        (("p10 {{%s}} {{%s}}" % (PIPELINE, VERSION), quantile(0.1, RECALL, BY_VERSION)),
-         ("p50 {{%s}} {{%s}}" % (PIPELINE, VERSION), quantile(0.5, RECALL, BY_VERSION))), ratio=True,
+        (("p10 " + LEGEND, quantile(0.1, RECALL, BY_VERSION)), ("p50 " + LEGEND, quantile(0.5, RECALL, BY_VERSION))), ratio=True,
     ),
-    Panel("Recall proxy mean", "Exact mean of the recall proxy (sum / count).", "percentunit",
-          (("{{%s}} {{%s}}" % (PIPELINE, VERSION), mean(RECALL, BY_VERSION)),), ratio=True),
+    Panel("Recall proxy mean", "Exact mean of the recall proxy (sum / count).", "percentunit", ((LEGEND, mean(RECALL, BY_VERSION)),), ratio=True),
     Panel("Answers with recall proxy <= 0.5", "Share of measured runs whose recall proxy is at most 0.5 (a bucket bound: exact).", "percentunit",
-          (("{{%s}} {{%s}}" % (PIPELINE, VERSION),
-            f"sum by ({BY_VERSION}) ({rate(RECALL + '_bucket', FILTER, WINDOW, LOW_RECALL)}) / sum by ({BY_VERSION}) ({rate(RECALL + '_count', FILTER, WINDOW)})"),), ratio=True),
-    Panel("Context precision p50 / mean", "In-context retrieved chunks over retrieved chunks (rag.context_precision).", "percentunit",
-          (("p50 {{%s}} {{%s}}" % (PIPELINE, VERSION), quantile(0.5, PRECISION, BY_VERSION)),
-           ("mean {{%s}} {{%s}}" % (PIPELINE, VERSION), mean(PRECISION, BY_VERSION))), ratio=True),
-    Panel("Not measurable, by reason", "Share of runs with a figure not measurable, by the run's first reason (rag.metrics.status; docs/attributes.md lists them).", "percentunit",
-          (("{{%s}} {{%s}} {{%s}}" % (PIPELINE, VERSION, STATUS), share(RUNS, NOT_MEASURED, BY_VERSION, split=STATUS, among=COUNTED)),), ratio=True),
+          ((LEGEND, f"sum by ({BY_VERSION}) ({rate(RECALL + '_bucket', FILTER, WINDOW, LOW_RECALL)}) / sum by ({BY_VERSION}) ({rate(RECALL + '_count', FILTER, WINDOW)})"),),
+          ratio=True),
+    Panel("Context precision p50 / mean",
+          "In-context retrieved chunks over retrieved chunks (rag.context_precision): how much of what retrieval returned the prompt used. "
+          "It sees truncation and assembly dropping chunks; it can't see whether the chunks were relevant or cited, so it stays flat "
+          "while answer quality degrades. Read it beside the recall proxy and invalid citations.", "percentunit",
+          (("p50 " + LEGEND, quantile(0.5, PRECISION, BY_VERSION)), ("mean " + LEGEND, mean(PRECISION, BY_VERSION))), ratio=True),
+    Panel("Not measurable, by reason",
+          "Share of runs with a figure not measurable, in all (0 while every run is measured) and by the run's first reason "
+          "(rag.metrics.status; docs/attributes.md lists them).", "percentunit",
+          (("all " + LEGEND, share(RUNS, NOT_MEASURED, BY_VERSION, among=COUNTED)),
+           ("%s {{%s}}" % (LEGEND, STATUS), share(RUNS, NOT_MEASURED, BY_VERSION, split=STATUS, among=COUNTED))), ratio=True),
     Panel("Invalid citations, by kind", "Share of citations that name no in-context chunk: out_of_context (a retrieved chunk the model was not shown) or unknown (nothing retrieved).", "percentunit",
-          (("{{%s}} {{%s}} {{%s}}" % (PIPELINE, VERSION, KIND), share(CITATIONS, f'{KIND}!="{VALID}"', BY_VERSION, split=KIND)),), ratio=True),
-    Panel("Wasted context tokens", "Tokens of in-context chunks the answer never cited: the mean per run, and their share of the context tokens placed.", "short",
-          (("per run {{%s}} {{%s}}" % (PIPELINE, VERSION), mean(WASTED, BY_VERSION)),
-           ("share {{%s}} {{%s}}" % (PIPELINE, VERSION),
-            f"sum by ({BY_VERSION}) ({rate(WASTED + '_sum', FILTER, WINDOW)}) / sum by ({BY_VERSION}) ({rate(TOKENS + '_sum', FILTER, WINDOW)})"))),
-    Panel("Retrieval top score p50 and empty retrievals", "Score of the top-ranked chunk (p50), and the share of retrievals that returned nothing, by data source.", "short",
-          (("top score p50 {{%s}}" % SOURCE, quantile(0.5, TOP_SCORE, SOURCE)),
-           ("empty share {{%s}}" % SOURCE,
-            f"(sum by ({SOURCE}) ({rate(EMPTY, FILTER, WINDOW)}) or {RETRIEVALS} * 0) / {RETRIEVALS}"))),
+          (("%s {{%s}}" % (LEGEND, KIND), share(CITATIONS, INVALID, BY_VERSION, split=KIND, among=KINDS)),), ratio=True),
+    Panel("Wasted context tokens per run", "Tokens of in-context chunks the answer never cited, per run (mean).", "short",
+          ((LEGEND, mean(WASTED, BY_VERSION)),)),
+    Panel("Wasted share of context tokens", "The wasted tokens' share of all context tokens placed in prompts.", "percentunit",
+          ((LEGEND, f"sum by ({BY_VERSION}) ({rate(WASTED + '_sum', FILTER, WINDOW)}) / sum by ({BY_VERSION}) ({rate(TOKENS + '_sum', FILTER, WINDOW)})"),),
+          ratio=True),
+    Panel("Retrieval top score p50", "Score of the top-ranked chunk, by data source: in the retriever's own scale (cosine, BM25...).", "short",
+          (("{{%s}}" % SOURCE, quantile(0.5, TOP_SCORE, SOURCE)),)),
+    Panel("Empty retrievals", "Share of retrievals that returned nothing, by data source (0 until the first).", "percentunit",
+          (("{{%s}}" % SOURCE, f"(sum by ({SOURCE}) ({rate(EMPTY, FILTER, WINDOW)}) or {RETRIEVALS} * 0) / {RETRIEVALS}"),), ratio=True),
     Panel("Time to first chunk p50 / p95", "Streamed generations, by model.", "s",
           (("p50 {{%s}}" % MODEL, quantile(0.5, FIRST_CHUNK, MODEL)), ("p95 {{%s}}" % MODEL, quantile(0.95, FIRST_CHUNK, MODEL)))),
-    Panel("Stage latency p95", "Duration of each stage and of the whole pipeline (rag.stage).", "s",
+    Panel("Stage latency p95",
+          "Duration of each stage and of the whole pipeline (rag.stage). Buckets from 0.5 ms (0.5, 1, 2.5, 5 ms, then the GenAI "
+          "convention's 10 ms to 82 s), so fast retrievals read true; within a bucket the value is interpolated.", "s",
           (("{{%s}}" % STAGE, quantile(0.95, DURATION, STAGE)),)),
-    Panel("Judge scores by name", "record_score's scores (rag.eval.score), by rag.eval.name: p50 and mean.", "short",
-          (("p50 {{%s}}" % EVAL_NAME, quantile(0.5, SCORE, EVAL_NAME)), ("mean {{%s}}" % EVAL_NAME, mean(SCORE, EVAL_NAME)))),
+    Panel("Judge scores: $eval_name", "record_score's scores (rag.eval.score) of one name, p50 and mean: one panel per name, each on its own scale.", "short",
+          (("p50 {{%s}} %s" % (EVAL_NAME, LEGEND), quantile(0.5, SCORE, f"{EVAL_NAME}, {BY_VERSION}", JUDGED)),
+           ("mean {{%s}} %s" % (EVAL_NAME, LEGEND), mean(SCORE, f"{EVAL_NAME}, {BY_VERSION}", JUDGED))), repeat="eval_name"),
     Panel("Traffic by version", "Pipeline runs per second, by pipeline and version: a canary's share.", "reqps",
-          (("{{%s}} {{%s}}" % (PIPELINE, VERSION), f"sum by ({BY_VERSION}) ({rate(RUNS, FILTER, WINDOW, COUNTED)})"),)),
+          ((LEGEND, f"sum by ({BY_VERSION}) ({rate(RUNS, FILTER, WINDOW, COUNTED)})"),)),
 )
 
 
 # --- rules ----------------------------------------------------------------------------------------
 ALERT_BY = f"job, {PIPELINE}, {VERSION}"
+PIPELINE_BY = f"job, {PIPELINE}"
+NAMED = f'{PIPELINE}!=""'  # every pipeline's series has its name; the overflow series has none
+
+
+def increase(series: str, window: str, extra: str = "", by: str = ALERT_BY) -> str:
+    return f"sum by ({by}) ({rate(series, NAMED, window, extra, 'increase')})"
+
+
 RECORDING: tuple[tuple[str, str], ...] = (
-    ("ragtrace:recall_proxy:p50_30m", quantile(0.5, RECALL, ALERT_BY, "", "30m")),
-    ("ragtrace:recall_proxy_runs:rate30m", f"sum by ({ALERT_BY}) ({rate(RECALL + '_count', '', '30m')})"),
-    ("ragtrace:pipeline_runs:rate15m", f"sum by ({ALERT_BY}) ({rate(RUNS, '', '15m', COUNTED)})"),
-    ("ragtrace:not_measurable:share15m", share(RUNS, NOT_MEASURED, ALERT_BY, "", "15m", among=COUNTED)),
-    ("ragtrace:invalid_citations:share15m", share(CITATIONS, f'{KIND}!="{VALID}"', ALERT_BY, "", "15m")),
+    *((f"ragtrace:pipeline_runs:increase{w}", increase(RUNS, w, COUNTED)) for w in (SHORT, LONG)),
+    *((f"ragtrace:not_measurable:share{w}", share(RUNS, NOT_MEASURED, ALERT_BY, NAMED, w, among=COUNTED)) for w in (SHORT, LONG)),
+    *((f"ragtrace:invalid_citations:share{w}", share(CITATIONS, INVALID, ALERT_BY, NAMED, w, among=KINDS)) for w in (SHORT, LONG)),
+    *((f"ragtrace:recall_proxy_runs:increase{w}", increase(RECALL + "_count", w)) for w in (SHORT, LONG)),
+    *((f"ragtrace:recall_proxy:mean{w}", mean(RECALL, ALERT_BY, NAMED, w)) for w in (SHORT, LONG)),
+    (f"ragtrace:recall_proxy:pipeline_mean{BASELINE}", mean(RECALL, PIPELINE_BY, NAMED, BASELINE)),
 )
-ALERTS: tuple[tuple[str, str, str, str, str], ...] = (  # name, expr, for, summary, description
-    (
-        "RagRecallProxyDropAfterDeploy",
-        f"ragtrace:recall_proxy:p50_30m < on (job, {PIPELINE}) group_left {RECALL_DROP} * max by (job, {PIPELINE}) (ragtrace:recall_proxy:p50_30m offset 1h)"
-        f" and on ({ALERT_BY}) ragtrace:recall_proxy_runs:rate30m > {MIN_RUNS_PER_SECOND}",
-        "10m",
-        "Recall proxy of {{ $labels.%s }} {{ $labels.%s }} fell below %d%% of its level an hour ago" % (PIPELINE, VERSION, RECALL_DROP * 100),
-        "The p50 recall proxy (30 m) is {{ $value | humanizePercentage }}. A deploy regression: compare versions on the ragtrace dashboard.",
-    ),
-    (
-        "RagNotMeasurableHigh",
-        f"ragtrace:not_measurable:share15m > {NOT_MEASURABLE_SHARE} and on ({ALERT_BY}) ragtrace:pipeline_runs:rate15m > {MIN_RUNS_PER_SECOND}",
-        "15m",
-        "{{ $value | humanizePercentage }} of {{ $labels.%s }} {{ $labels.%s }} runs have figures not measurable" % (PIPELINE, VERSION),
-        "Often a framework upgrade that broke context inclusion; the dashboard's 'Not measurable, by reason' panel names the reason.",
-    ),
-    (
-        "RagInvalidCitationsHigh",
-        f"ragtrace:invalid_citations:share15m > {INVALID_CITATION_SHARE} and on ({ALERT_BY}) ragtrace:pipeline_runs:rate15m > {MIN_RUNS_PER_SECOND}",
-        "15m",
-        "{{ $value | humanizePercentage }} of {{ $labels.%s }} {{ $labels.%s }} citations name no chunk in context" % (PIPELINE, VERSION),
-        "The model cites chunks it was not shown (out_of_context) or that don't exist (unknown); see 'Invalid citations, by kind'.",
-    ),
+
+
+def confirmed(short: str, long: str, volume: str, min_short: int = MIN_SHORT_RUNS, min_long: int = MIN_LONG_RUNS) -> str:
+    """``short`` over SHORT, confirmed by ``long`` over LONG, each with its minimum run count."""
+    on = f"and on ({ALERT_BY})"
+    return f"{short} {on} {long} {on} {volume}{SHORT} >= {min_short} {on} {volume}{LONG} >= {min_long}"
+
+
+def alert_exprs(min_short: int = MIN_SHORT_RUNS, min_long: int = MIN_LONG_RUNS) -> dict[str, str]:
+    """Each alert's expression (the live Prometheus test lowers the run counts to its workload's)."""
+    runs, recall_runs = "ragtrace:pipeline_runs:increase", "ragtrace:recall_proxy_runs:increase"
+    baseline = f"on ({PIPELINE_BY}) group_left {RECALL_DROP} * ragtrace:recall_proxy:pipeline_mean{BASELINE}"
+    return {
+        "RagRecallProxyDrop": confirmed(
+            f"ragtrace:recall_proxy:mean{SHORT} < {baseline}", f"ragtrace:recall_proxy:mean{LONG} < {baseline}", recall_runs, min_short, min_long
+        ),
+        "RagNotMeasurableHigh": confirmed(
+            f"ragtrace:not_measurable:share{SHORT} > {NOT_MEASURABLE_SHARE}", f"ragtrace:not_measurable:share{LONG} > {NOT_MEASURABLE_SHARE}",
+            runs, min_short, min_long,
+        ),
+        "RagInvalidCitationsHigh": confirmed(
+            f"ragtrace:invalid_citations:share{SHORT} > {INVALID_CITATION_SHARE}", f"ragtrace:invalid_citations:share{LONG} > {INVALID_CITATION_SHARE}",
+            runs, min_short, min_long,
+        ),
+        "RagMetricLabelOverflow": 'count by (job) ({__name__=~"rag_.+|gen_ai_client_operation_.+", otel_metric_overflow="true"}) > 0',
+    }
+
+
+ALERTS: tuple[tuple[str, str, str, str, str], ...] = tuple(  # name, expr, for, summary, description
+    (name, alert_exprs()[name], wait, summary, description) for name, wait, summary, description in (
+        (
+            "RagRecallProxyDrop", FOR,
+            "Recall proxy of {{ $labels.%s }} {{ $labels.%s }} fell below %d%% of the pipeline's last hour" % (PIPELINE, VERSION, RECALL_DROP * 100),
+            "The recall proxy mean over %s is {{ $value | humanizePercentage }}, and over %s too, under %d%% of the pipeline's mean "
+            "over the last hour (all versions): a deploy or data regression; compare versions on the ragtrace dashboard." % (SHORT, LONG, RECALL_DROP * 100),
+        ),
+        (
+            "RagNotMeasurableHigh", FOR,
+            "{{ $value | humanizePercentage }} of {{ $labels.%s }} {{ $labels.%s }} runs have figures not measurable" % (PIPELINE, VERSION),
+            "Over %s and %s. Often a framework upgrade that broke context inclusion; the dashboard's 'Not measurable, by reason' "
+            "panel names the reason." % (SHORT, LONG),
+        ),
+        (
+            "RagInvalidCitationsHigh", FOR,
+            "{{ $value | humanizePercentage }} of {{ $labels.%s }} {{ $labels.%s }} citations name no chunk in context" % (PIPELINE, VERSION),
+            "Over %s and %s. The model cites chunks it was not shown (out_of_context) or that don't exist (unknown); see "
+            "'Invalid citations, by kind'." % (SHORT, LONG),
+        ),
+        (
+            "RagMetricLabelOverflow", "5m",
+            "A metric of job {{ $labels.job }} reached its label-set limit",
+            "Series past the SDK's cardinality limit go to one series with every label empty (otel_metric_overflow=\"true\"): a "
+            "label is unbounded, usually request data in route= or version=. Its runs are in no pipeline's panels. "
+            "See docs/fleet.md#bounded-labels.",
+        ),
+    )
 )
 
 
@@ -157,10 +219,11 @@ def rules_text() -> str:
     """The Prometheus rules file (YAML; every string JSON-quoted, which YAML reads as is)."""
     q = json.dumps
     lines = ["# ragtrace: recording rules and alerts for RAG quality (ragtrace dashboard rules; docs/fleet.md)", "groups:"]
-    lines += ["  - name: ragtrace.recording", "    rules:"]
+    # one group: Prometheus evaluates a group's rules in order, so each alert reads the values its
+    # recording rules wrote at the same evaluation, not the previous one's (a minute late, at random)
+    lines += ["  - name: ragtrace", "    rules:"]
     for record, expr in RECORDING:
         lines += [f"      - record: {record}", f"        expr: {q(expr)}"]
-    lines += ["  - name: ragtrace.alerts", "    rules:"]
     for alert, expr, wait, summary, description in ALERTS:
         lines += [
             f"      - alert: {alert}", f"        expr: {q(expr)}", f"        for: {wait}", "        labels:", "          severity: warning",
@@ -191,6 +254,7 @@ def variables() -> list[dict]:
         _variable("pipeline", f"label_values({RUNS}{{{job}}}, {PIPELINE})", "pipeline"),
         _variable("version", f'label_values({RUNS}{{{job}, {PIPELINE}=~"$pipeline"}}, {VERSION})', "version"),
         _variable("route", f'label_values({RUNS}{{{job}, {PIPELINE}=~"$pipeline"}}, {ROUTE})', "route"),
+        _variable("eval_name", f'label_values({SCORE}_count{{{job}, {PIPELINE}=~"$pipeline"}}, {EVAL_NAME})', "score"),
     ]
 
 
@@ -198,6 +262,7 @@ def _panel(index: int, panel: Panel) -> dict:
     defaults: dict = {"unit": panel.unit, "custom": {"drawStyle": "line", "lineWidth": 1, "fillOpacity": 0, "spanNulls": True}}
     if panel.ratio:
         defaults.update(min=0, max=1)
+    repeat = {"repeat": panel.repeat, "repeatDirection": "h"} if panel.repeat else {}
     return {
         "id": index + 1, "type": "timeseries", "title": panel.title, "description": panel.description, "datasource": DATASOURCE,
         "gridPos": {"h": 8, "w": 12, "x": 12 * (index % 2), "y": 8 * (index // 2)},
@@ -207,6 +272,7 @@ def _panel(index: int, panel: Panel) -> dict:
             {"refId": chr(ord("A") + n), "datasource": DATASOURCE, "expr": expr, "legendFormat": legend, "range": True}
             for n, (legend, expr) in enumerate(panel.targets)
         ],
+        **repeat,
     }
 
 

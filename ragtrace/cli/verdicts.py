@@ -12,6 +12,7 @@ from .._internal.figures import (
     STATUS_NO_ANSWER,
     STATUS_NO_CONTEXT,
     STATUS_NO_RETRIEVAL,
+    STATUS_CITED_REFERENCES_ONLY,
     STATUS_RESULTS_NOT_INCLUDED,
     STATUS_RETRIEVAL_TRUNCATED,
     STATUS_SOURCE_UNREADABLE,
@@ -59,6 +60,7 @@ REASON_TEXT = {
     STATUS_CITATIONS_FILE_LEVEL: "citations name files, not chunks (a cited file has several results)",
     STATUS_RESULTS_NOT_INCLUDED: 'file_search results not included (include=["file_search_call.results"])',
     STATUS_SOURCE_UNREADABLE: "a source's text is unreadable (PDF)",
+    STATUS_CITED_REFERENCES_ONLY: "only the cited references were returned (retrieve_and_generate)",
 }
 
 SHORT = {

@@ -39,18 +39,18 @@ def test_the_shipped_files_are_the_generators_output():
     assert [r.get("record") or r.get("alert") for g in rules["groups"] for r in g["rules"]] == [
         *[record for record, _ in fleet_views.RECORDING], *[alert[0] for alert in fleet_views.ALERTS]
     ]
-    assert rules["groups"][1]["rules"][0]["expr"] == fleet_views.ALERTS[0][1]  # JSON quoting read back as YAML
+    assert rules["groups"][0]["rules"][len(fleet_views.RECORDING)]["expr"] == fleet_views.ALERTS[0][1]  # JSON quoting read back as YAML
 
 
 def test_every_panel_the_issue_lists_is_there():
     titles = [p["title"] for p in fleet_views.dashboard()["panels"]]
     assert titles == [
         "Recall proxy p10 / p50", "Recall proxy mean", "Answers with recall proxy <= 0.5", "Context precision p50 / mean",
-        "Not measurable, by reason", "Invalid citations, by kind", "Wasted context tokens",
-        "Retrieval top score p50 and empty retrievals", "Time to first chunk p50 / p95", "Stage latency p95",
-        "Judge scores by name", "Traffic by version",
+        "Not measurable, by reason", "Invalid citations, by kind", "Wasted context tokens per run", "Wasted share of context tokens",
+        "Retrieval top score p50", "Empty retrievals", "Time to first chunk p50 / p95", "Stage latency p95",
+        "Judge scores: $eval_name", "Traffic by version",
     ]
-    assert [v["name"] for v in fleet_views.dashboard()["templating"]["list"]] == ["datasource", "job", "pipeline", "version", "route"]
+    assert [v["name"] for v in fleet_views.dashboard()["templating"]["list"]] == ["datasource", "job", "pipeline", "version", "route", "eval_name"]
 
 
 def test_queries_are_portable_across_the_scrape_the_collector_and_the_otlp_receiver():

@@ -77,8 +77,9 @@ def sse(found: list[dict[str, Any]]) -> bytes:
 class FakeAnthropic:
     """The transport: answers every request with ``body`` and keeps the requests' JSON."""
 
-    def __init__(self, body: dict[str, Any]) -> None:
+    def __init__(self, body: dict[str, Any], *, cut_after: int | None = None) -> None:
         self.body = body
+        self.cut_after = cut_after  # a dropped connection: the stream ends after this many events, no error
         self.requests: list[dict[str, Any]] = []
 
     def handle(self, request: httpx2.Request) -> httpx2.Response:
@@ -87,7 +88,7 @@ class FakeAnthropic:
         self.requests.append(sent)
         if not sent.get("stream"):
             return httpx2.Response(200, json=self.body)
-        return httpx2.Response(200, content=sse(events(self.body)), headers={"content-type": "text/event-stream"})
+        return httpx2.Response(200, content=sse(events(self.body)[: self.cut_after]), headers={"content-type": "text/event-stream"})
 
     def client(self) -> anthropic.Anthropic:
         return anthropic.Anthropic(api_key="sk-ant-test", max_retries=0, http_client=httpx2.Client(transport=httpx2.MockTransport(self.handle)), _strict_response_validation=True)

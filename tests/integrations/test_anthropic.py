@@ -251,6 +251,25 @@ def test_a_stream_closed_early_records_what_the_app_read(instrumented):
     assert (got["cited"], list(got["cited_positions"])) == (1, [1]) and math.isclose(got["recall_proxy"], 1 / 3)
 
 
+@pytest.mark.parametrize("helper", [False, True])
+def test_a_stream_cut_off_before_message_stop_is_not_scored_as_a_whole_answer(instrumented, helper):
+    """The connection drops after the first block (5 events) and the SDK's iterator just ends: the
+    app read everything there was, but no message_stop came. Scored as it stands that would be
+    cited 1, recall 1/3 (the whole answer gives 2/3): the citation figures are not measurable
+    (answer_incomplete); what the model was shown is still known (retrieved 3, in context 3)."""
+    fake = FakeAnthropic(message(ANSWER), cut_after=5)
+    if helper:
+        with fake.client().messages.stream(**ask(RESULTS)) as stream:
+            assert "".join(stream.text_stream) == ANSWER[0][0]
+    else:
+        assert [e.type for e in fake.client().messages.create(**ask(RESULTS), stream=True)][-1] == "content_block_stop"
+    generated = instrumented.one("generate")
+    assert generated.attributes["rag.citation.status"] == "answer_incomplete"
+    got = metrics(instrumented.one("pipeline"))
+    assert got["status"] == "answer_incomplete" and "recall_proxy" not in got and "cited" not in got
+    assert (got["retrieved"], got["in_context"]) == (3, 3)
+
+
 def test_an_api_error_passes_through_and_ends_the_pipeline(instrumented):
     import httpx2
 
@@ -264,3 +283,17 @@ def test_an_api_error_passes_through_and_ends_the_pipeline(instrumented):
     generated, root = instrumented.one("generate"), instrumented.one("pipeline")
     assert generated.status.status_code.name == "ERROR" and root.end_time is not None
     assert len(instrumented.by_stage("retrieve")) == 1  # the sources were given, whatever the model did
+
+
+def test_the_hash_key_line_is_given_only_when_a_digest_id_is_exported(instrumented, no_hash_key, caplog):
+    """Without a hash key, ids made of a keyed digest differ between processes: said once, in
+    one line. Search results whose sources are the app's URLs and ids have none: nothing to say."""
+    import logging
+
+    with caplog.at_level(logging.WARNING, logger="ragtrace"):
+        FakeAnthropic(message(ANSWER)).client().messages.create(**ask(RESULTS))
+        said = [r.getMessage() for r in caplog.records if "no hash key is set" in r.getMessage()]
+        assert said == [] and list(instrumented.one("retrieve").attributes["rag.retrieval.chunk_ids"]) == [A[0], B[0], C[0]]
+        FakeAnthropic(message([("The handbook says so.", [at_chars(0, "Refunds")])])).client().messages.create(**ask([document("Refunds take 5 days.")]))
+        said = [r.getMessage() for r in caplog.records if "no hash key is set" in r.getMessage()]
+    assert len(said) == 1 and "RAGTRACE_HASH_KEY" in said[0]

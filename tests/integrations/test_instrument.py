@@ -59,6 +59,61 @@ def test_importing_ragtrace_needs_neither_a_framework_nor_opentelemetry_instrume
     assert "needs opentelemetry-instrumentation: pip install 'ragtrace[langchain]'" in done.stdout
 
 
+def test_with_no_names_what_lacks_its_extra_is_left_out_in_one_line_and_named_ones_raise():
+    """An app with a library that brought another along (LiteLLM installs openai) but without
+    ragtrace's extra: instrument() with no names instruments nothing it can't, says so once, in
+    one line naming the extra; naming the library still raises."""
+    code = (
+        "import logging, sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.startswith('opentelemetry.instrumentation'):\n"
+        "            raise ModuleNotFoundError('No module named ' + name, name=name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "logging.basicConfig(stream=sys.stdout, format='LOG %(message)s')\n"
+        "import ragtrace\n"
+        "print('DONE', ragtrace.instrument())\n"
+        "print('AGAIN', ragtrace.instrument())\n"
+        "try:\n"
+        "    ragtrace.instrument('openai')\n"
+        "except ImportError as error:\n"
+        "    print('ERROR', error)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "DONE []" in lines and "AGAIN []" in lines
+    said = [line for line in lines if line.startswith("LOG ")]
+    assert len(said) == 1, lines  # once, in one line, for both calls
+    installed = [name for name, library in integrations.LIBRARIES.items() if integrations.installed_version(library.distribution)]
+    extras = ",".join(dict.fromkeys(integrations.LIBRARIES[name].extra for name in installed))
+    assert said[0] == f"LOG ragtrace.instrument(): {', '.join(installed)} installed but not instrumented: pip install 'ragtrace[{extras}]' adds opentelemetry-instrumentation"
+    assert "ERROR ragtrace.instrument('openai') needs opentelemetry-instrumentation: pip install 'ragtrace[openai]'" in lines
+
+
+def test_with_no_names_the_instrumentable_ones_are_instrumented_beside_one_that_is_not(monkeypatch, caplog, spans):
+    real = integrations.instrumentor
+
+    def instrumentor(library):
+        if library.name == "openai":  # as if its module could not import opentelemetry-instrumentation
+            raise ImportError("ragtrace.instrument('openai') needs opentelemetry-instrumentation: pip install 'ragtrace[openai]'")
+        return real(library)
+
+    monkeypatch.setattr(integrations, "instrumentor", instrumentor)
+    monkeypatch.setattr(integrations, "_said_lacking", set())
+    with caplog.at_level(logging.WARNING, logger="ragtrace"):
+        done = ragtrace.instrument()
+    try:
+        assert "langchain" in done and "openai" not in done
+        assert len(our_handlers()) == 1
+        lines = [r.getMessage() for r in caplog.records if r.name == "ragtrace"]
+        assert lines == ["ragtrace.instrument(): openai installed but not instrumented: pip install 'ragtrace[openai]' adds opentelemetry-instrumentation"]
+        with pytest.raises(ImportError, match="needs opentelemetry-instrumentation"):
+            ragtrace.instrument("openai")
+    finally:
+        ragtrace.uninstrument()
+
+
 def test_instrument_and_uninstrument_are_idempotent(spans):
     assert ragtrace.instrument("langchain") == ["langchain"]
     assert ragtrace.instrument("langchain") == ["langchain"]
@@ -84,7 +139,7 @@ def test_named_but_not_installed_raises_and_absent_is_skipped(monkeypatch, spans
     monkeypatch.setitem(integrations.LIBRARIES, "langchain", missing)
     with pytest.raises(ModuleNotFoundError, match=r"ragtrace-no-such-framework is not installed \(pip install 'ragtrace\[langchain\]'\)"):
         ragtrace.instrument("langchain")
-    for name in ("llama_index", "openai", "anthropic"):  # whatever else is installed here is not this test's business
+    for name in [n for n in integrations.LIBRARIES if n != "langchain"]:  # whatever else is installed here is not this test's business
         monkeypatch.setitem(integrations.LIBRARIES, name, replace(missing, name=name))
     assert ragtrace.instrument() == []
     assert our_handlers() == []

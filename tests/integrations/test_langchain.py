@@ -474,3 +474,28 @@ def test_chat_openai_beside_the_openai_integration_is_one_generation(spans, stor
     assert all(s.attributes["rag.citation.ids"] for s in generated)
     assert len(spans.by_stage("pipeline")) == 2
     assert all(figures(root)["cited"] == 1 for root in spans.by_stage("pipeline"))
+
+
+@pytest.mark.parametrize("cut_after", [None, 6])
+def test_a_chat_openai_stream_cut_off_before_its_finish_reason_is_not_scored(spans, store, chat_server, cut_after):
+    """The connection drops before the chunk with the finish_reason: ChatOpenAI's stream just ends
+    with "Refunds take 5 business days " and no citation. Scored as it stands that would be
+    cited 0, recall 0.0 where the whole answer gives 1/3: not measurable (answer_incomplete).
+    The same chain with the whole stream scores as usual."""
+    from langchain_openai import ChatOpenAI
+
+    from loopback import ChatCompletions
+
+    url, _ = chat_server
+    ChatCompletions.cut_after = cut_after
+    llm = ChatOpenAI(model="gpt-4o-mini", base_url=f"{url}/v1", api_key="sk-test", max_retries=0)
+    prompt = ChatPromptTemplate.from_messages([("system", "Answer from the context, citing [n].\n\n{context}"), ("human", "{question}")])
+    chain = {"context": store.as_retriever(search_kwargs={"k": 3}) | format_docs, "question": RunnablePassthrough()} | prompt | llm | StrOutputParser()
+    answer = "".join(chain.stream(QUESTION))
+    got = figures(spans.one("pipeline"))
+    if cut_after is None:
+        assert answer == "Refunds take 5 business days [1]." and got["cited"] == 1 and "status" not in got
+        return
+    assert answer == "Refunds take 5 business days "
+    assert spans.one("generate").attributes["rag.citation.status"] == "answer_incomplete"
+    assert got["status"] == "answer_incomplete" and "recall_proxy" not in got and got["retrieved"] == 3

@@ -61,6 +61,52 @@ def test_a_streamed_answer_reaches_the_app_unread_and_the_root_ends_with_it(llam
     assert llama_index_on.one("generate").attributes["gen_ai.response.time_to_first_chunk"] >= 0
 
 
+class OpenAIStyleLLM(CitingLLM):
+    """Streams as llama-index-llms-openai does: each response's ``raw`` is the provider's own
+    chunk (the openai SDK's ``ChatCompletionChunk``), the last one with a ``finish_reason``.
+    ``cut_after`` drops the connection after that many words: no final chunk, no error."""
+
+    cut_after: int | None = None
+
+    @llm_completion_callback()
+    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> Any:
+        from openai.types.chat import ChatCompletionChunk
+
+        words = re.findall(r"\S+\s*", self.answer(prompt))
+
+        def chunk(delta: dict, finish: str | None) -> ChatCompletionChunk:
+            return ChatCompletionChunk.model_validate(
+                {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "gpt-4o-mini", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+            )
+
+        def pieces() -> Any:
+            so_far = ""
+            for word in words[: self.cut_after]:
+                so_far += word
+                yield CompletionResponse(text=so_far, delta=word, raw=chunk({"content": word}, None))
+            if self.cut_after is None:
+                yield CompletionResponse(text=so_far, delta="", raw=chunk({}, "stop"))
+
+        return pieces()
+
+
+@pytest.mark.parametrize("cut_after", [None, 5])
+def test_a_stream_whose_provider_chunks_stop_before_the_finish_reason_is_not_scored(llama_index_on, cut_after):
+    """A dropped connection: "It takes 5 business days " with no citation and no final chunk.
+    Scored as it stands that would be cited 0, recall 0.0 where the whole answer gives 1/2: not
+    measurable (answer_incomplete). The whole stream scores as usual."""
+    llm = OpenAIStyleLLM(prompts=[], cut_after=cut_after)
+    response = index().as_query_engine(llm=llm, similarity_top_k=2, streaming=True).query(QUESTION)
+    text = "".join(response.response_gen)
+    got = metrics(llama_index_on.one("pipeline"))
+    if cut_after is None:
+        assert text.endswith("].") and got["cited"] == 1 and "status" not in got
+        return
+    assert text == "It takes 5 business days "
+    assert llama_index_on.one("generate").attributes["rag.citation.status"] == "answer_incomplete"
+    assert got["status"] == "answer_incomplete" and "recall_proxy" not in got and got["retrieved"] == 2
+
+
 def test_an_async_query(llama_index_on):
     llm = CitingLLM(prompts=[])
     response = asyncio.run(index().as_query_engine(llm=llm, similarity_top_k=2).aquery(QUESTION))

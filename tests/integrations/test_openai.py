@@ -134,6 +134,31 @@ def test_a_stream_closed_early_ends_its_span(instrumented, chat_server):
     assert json.loads(generated.attributes["gen_ai.output.messages"])[0]["parts"][0]["content"] == "Refunds "
 
 
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_a_stream_cut_off_without_its_final_event_is_not_scored_as_a_whole_answer(instrumented, chat_server, api):
+    """The connection drops before the chunk with the finish_reason (chat) or response.completed
+    (Responses) and the SDK's iterator just ends. The app read "Refunds take 5 business days ",
+    no citation: scored as it stands that would be cited 0, recall 0.0 where the whole answer gives
+    1/3. The citation figures are not measurable (answer_incomplete); retrieved and in context
+    are still known (3, 2)."""
+    from loopback import ChatCompletions
+
+    url, _ = chat_server
+    ChatCompletions.cut_after = 6 if api == "chat" else 8  # chat: role + 5 words; responses: 3 + 5 deltas
+    with ragtrace.rag_pipeline("openai-app", query=QUESTION) as run:
+        messages = assembled_messages()
+        if api == "chat":
+            stream = client(url).chat.completions.create(model="gpt-4o-mini", messages=messages, stream=True)
+            text = "".join(c.choices[0].delta.content or "" for c in stream)
+        else:
+            stream = client(url).responses.create(model="gpt-4o-mini", input=messages[0]["content"], stream=True)
+            text = "".join(e.delta for e in stream if e.type == "response.output_text.delta")
+    assert text == "Refunds take 5 business days "
+    assert instrumented.one("generate").attributes["rag.citation.status"] == "answer_incomplete"
+    assert run.status == "answer_incomplete" and "recall_proxy" not in run.metrics and "cited" not in run.metrics
+    assert (run.metrics["retrieved"], run.metrics["in_context"]) == (3, 2)
+
+
 def test_a_stream_the_app_drops_unfinished_ends_its_span_with_what_was_read(instrumented, chat_server):
     import gc
 

@@ -473,3 +473,53 @@ def test_the_request_span_end_is_seen_on_whichever_provider_made_it(global_provi
     assert roots[1].attributes["rag.root.abandoned"] == "request_ended"
     check_figures(roots[2])
     check_isolation(spans + list(apps.get_finished_spans()), {2}, {1})  # the app's spans, when they went elsewhere
+
+
+# --- 5. one long CONSUMER span around a consumer loop -------------------------------------------
+def roots_by_request(spans) -> dict[int, object]:
+    """Each root and the requests whose data is in its own subtree (the consumer span puts every
+    root in one trace, so the check is per root): never two requests in one root."""
+    children = defaultdict(list)
+    for span in spans:
+        if span.parent is not None:
+            children[span.parent.span_id].append(span)
+    found: dict[int, object] = {}
+    for root in (s for s in spans if s.attributes.get("rag.stage") == "pipeline"):
+        stack, subtree = [root], []
+        while stack:
+            span = stack.pop()
+            subtree.append(span)
+            stack += children[span.context.span_id]
+        held = requests_in(subtree)
+        assert len(held) == 1, f"a root holds {sorted(held)}"
+        (r,) = held
+        assert r not in found, f"request {r} has two roots"
+        found[r] = root
+    return found
+
+
+def test_one_consumer_span_around_a_loop_never_merges_its_messages(instrumented):
+    """A queue consumer with one CONSUMER span around its loop (a batch): message 1 is searched
+    but not answered (filtered), messages 2 and 3 are handled concurrently, message 4 in turn.
+    Joined by the span, message 1's and 2's retrievals would share one root and 2's recall read
+    0.25 (2 cited of 8) where the truth is 0.5. A CONSUMER span may hold many messages, so the
+    one rule takes the call that searched as the owner: every answered message's root holds its
+    own data, right or not measured (request_split), never a figure of two messages."""
+    tracer = instrumented.provider.get_tracer("app")
+
+    async def consume(sdk) -> list:
+        with tracer.start_as_current_span("orders process", kind=SpanKind.CONSUMER):
+            await arequest(sdk, 1, answer=False)
+            replies = list(await asyncio.gather(arequest(sdk, 2), arequest(sdk, 3)))
+            found = (await sdk.vector_stores.search("vs_kb", query="what does req-4- say?", max_num_results=4)).data
+            replies.append((await sdk.chat.completions.create(model="gpt-4o-mini", messages=prompt(4, found))).choices[0].message.content)
+            return replies
+
+    assert asyncio.run(consume(async_sdk())) == ["It takes a few days [1][2]."] * 3
+    auto_root.end_open()
+    roots = roots_by_request(instrumented.all())
+    assert set(roots) == {1, 2, 3, 4}
+    for r in (2, 3, 4):
+        check_figures(roots[r])
+    assert all("status" not in metrics(roots[r]) for r in (2, 3))  # their own tasks: measured, right
+    assert "recall_proxy" not in metrics(roots[1])

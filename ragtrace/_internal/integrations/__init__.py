@@ -69,8 +69,31 @@ LIBRARIES: dict[str, Library] = {
             ("anthropic >= 0.50, < 3",),
             "anthropic",
         ),
+        Library(
+            "bedrock",
+            "ragtrace._internal.integrations.bedrock",
+            "BedrockInstrumentor",
+            ("botocore >= 1.35, < 2",),
+            "bedrock",
+        ),
+        Library(
+            "cohere",
+            "ragtrace._internal.integrations.cohere",
+            "CohereInstrumentor",
+            ("cohere >= 5.11, < 8",),
+            "cohere",
+        ),
+        Library(
+            "litellm",
+            "ragtrace._internal.integrations.litellm",
+            "LiteLLMInstrumentor",
+            ("litellm >= 1.70, < 2",),
+            "litellm",
+        ),
     )
 }
+
+_MISSING_EXTRA = "needs opentelemetry-instrumentation"
 
 # instrument/uninstrument change process-wide hooks: one at a time
 lock = threading.RLock()
@@ -111,7 +134,7 @@ def instrumentor(library: Library) -> Any:
     except ModuleNotFoundError as error:
         if error.name and error.name.startswith("opentelemetry.instrumentation"):
             raise ImportError(
-                f"ragtrace.instrument({library.name!r}) needs opentelemetry-instrumentation: "
+                f"ragtrace.instrument({library.name!r}) {_MISSING_EXTRA}: "
                 f"pip install 'ragtrace[{library.extra}]'"
             ) from error
         raise
@@ -126,15 +149,19 @@ def _selected(libraries: tuple[str, ...]) -> list[Library]:
 
 
 def instrument(*libraries: str, **options: Any) -> list[str]:
-    """Instrument the named libraries, or every supported one that is installed.
+    """Instrument the named libraries, or, with none named, every supported one that is installed
+    and can be instrumented.
 
-    A named library that is not installed raises ``ModuleNotFoundError``; when none is named, the
-    absent ones are skipped. An installed version outside the supported range is left alone with
-    a warning. Calling it again is harmless. ``tracer_provider=`` sends the integration's spans to
-    that provider instead of ragtrace's configured one. Returns the libraries instrumented now.
+    A named library that is not installed raises ``ModuleNotFoundError``, and one whose extra is
+    missing (``opentelemetry-instrumentation``) ``ImportError``. With none named, the absent ones are
+    skipped, and the installed ones that lack their extra are left out with one log line naming
+    the extra that adds them (one library can bring another along: LiteLLM installs ``openai``).
+    An installed version outside the supported range is left alone with a warning. Calling it again
+    is harmless. ``tracer_provider=`` sends the integration's spans to that provider instead of
+    ragtrace's configured one. Returns the libraries instrumented now.
     """
     named = bool(libraries)
-    done = []
+    done, lacking = [], []
     with lock:
         for library in _selected(libraries):
             if installed_version(library.distribution) is None:
@@ -145,12 +172,42 @@ def instrument(*libraries: str, **options: Any) -> list[str]:
                         name=library.distribution,
                     )
                 continue
-            found = instrumentor(library)
+            try:
+                found = instrumentor(library)
+            except ImportError as error:
+                if named:
+                    raise
+                lacking.append((library, error))
+                continue
             if not found.is_instrumented_by_opentelemetry:
                 found.instrument(**options)
             if found.is_instrumented_by_opentelemetry:
                 done.append(library.name)
+    if lacking:
+        _say_lacking(lacking)
     return done
+
+
+_said_lacking: set[tuple[str, ...]] = set()
+
+
+def _say_lacking(lacking: list[tuple[Library, ImportError]]) -> None:
+    """One line, once per set of libraries, naming the extra that would instrument them (or, for
+    a library whose own import failed, why)."""
+    key = tuple(library.name for library, _ in lacking)
+    if key in _said_lacking:
+        return
+    _said_lacking.add(key)
+    extra = [library for library, error in lacking if _MISSING_EXTRA in str(error)]
+    broken = [f"{library.name} ({error})" for library, error in lacking if _MISSING_EXTRA not in str(error)]
+    parts = []
+    if extra:
+        names = ", ".join(library.name for library in extra)
+        extras = ",".join(dict.fromkeys(library.extra for library in extra))
+        parts.append(f"{names} installed but not instrumented: pip install 'ragtrace[{extras}]' adds opentelemetry-instrumentation")
+    if broken:
+        parts.append("not instrumented, the import failed: " + ", ".join(broken))
+    logger.warning("ragtrace.instrument(): %s", "; ".join(parts))
 
 
 def uninstrument(*libraries: str) -> list[str]:

@@ -75,7 +75,7 @@ def read_request(messages: Any) -> Request:
                 source = _source(part, index)
                 if source is not None:
                     found.append(source)
-    return Request(tuple(_distinct([s for _, s in found])), tuple(kind for kind, _ in found), query)
+    return Request(tuple(distinct([s for _, s in found])), tuple(kind for kind, _ in found), query)
 
 
 def _source(block: Any, message_index: int) -> tuple[str, Source] | None:
@@ -114,7 +114,7 @@ def source_id(source: Any) -> str | None:
     return "source#" + content_digest(source)
 
 
-def _distinct(sources: list[Source]) -> list[Source]:
+def distinct(sources: list[Source]) -> list[Source]:
     """Sources that share an id but not their text get ``<id>#<digest of the text>``."""
     texts: dict[str, set[str | None]] = {}
     for source in sources:

@@ -39,9 +39,14 @@ def inside_generation() -> bool:
     return isinstance(attributes, Mapping) and attributes.get(names.RAG_STAGE) == names.STAGE_GENERATE
 
 
-def generating(stage: Stage) -> Token[Stage | None]:
+def generating(stage: Stage | None) -> Token[Stage | None]:
     """Mark ``stage`` as the framework model call in progress in this context (``inside_generation``)."""
     return _framework_generation.set(stage)
+
+
+def generating_stage() -> Stage | None:
+    """The model call marked in progress in this context (``generating``), if any."""
+    return _framework_generation.get()
 
 
 def generated(token: Token[Stage | None]) -> None:
@@ -160,3 +165,10 @@ def call_wrappers(
         return call_guarded(label, record, stage, kwargs, result, default=result)
 
     return sync, asynchronous
+
+
+def add_usage(stage: Any, **values: Any) -> None:
+    """What a provider's response says of the call (``input_tokens``, ``output_tokens``,
+    ``finish_reasons``...) where ``Generate.record`` can't read it from the output itself (the
+    integration read the SDK's own shapes); None values are left out."""
+    stage._usage.update({key: value for key, value in values.items() if value is not None})

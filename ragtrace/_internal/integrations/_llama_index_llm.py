@@ -19,6 +19,7 @@ from .. import names, state as state_module
 from ..assemble_stage import Assemble
 from ..assembly import ContextRecord
 from ..generation import Generate
+from ..outputs import end_mark
 from . import _llama_index_agents
 from ._common import Attached, inside_generation
 from ._packing import derived_sources, exact_run, merged
@@ -71,6 +72,7 @@ class Call:
     chunk_span: str | None = None  # the LLM method whose progress events time the chunks
     agent: Any = None  # the agent run whose model call this is (``_llama_index_agents``)
     final: Any = None  # its response, for the agent to decide its role
+    ended: bool | None = None  # a stream's raw chunks: their protocol's final event seen (None: no known protocol)
 
 
 class LlmCalls:
@@ -208,6 +210,9 @@ class LlmCalls:
             self._prompted(call, event.prompt if kind == "LLMCompletionStartEvent" else event.messages)
         elif kind in ("LLMCompletionInProgressEvent", "LLMChatInProgressEvent"):
             call.last_response = event.response  # recorded at the end, or when the stream is left
+            mark = end_mark(getattr(event.response, "raw", None))  # the provider's own chunk (OpenAI, Anthropic)
+            if mark is not None:
+                call.ended = bool(call.ended) or mark
             call.chunk_span = call.chunk_span or event.span_id
             if event.span_id == call.chunk_span:
                 call.generate.item_arrived()
@@ -216,6 +221,8 @@ class LlmCalls:
             if call.agent is None or not _llama_index_agents.asks_for_tools(getattr(event.response, "message", None)):
                 call.generate.record(event.response)  # a call that only asks for tools has no text to read
             if call.streaming:
+                if call.ended is False:  # the provider's stream ran out without its final event
+                    call.generate.stream_cut_off()
                 self.end_call(call)
 
     def end_leftovers(self, state: state_module.PipelineState | None, error: BaseException | None = None) -> None:

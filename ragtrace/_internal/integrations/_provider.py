@@ -2,9 +2,10 @@
 API was given become a retrieve span and an assemble span of the call's pipeline, through the same
 stage handles an app's own code uses, so the figures come from the one pipeline state.
 
-Which pipeline. Inside a ``rag_pipeline`` the stages are its stages. Outside any, the call opens
-the automatic root a retrieval opens (``auto_root``), or joins the one this context already has
-(a ``vector_stores.search`` just before): the call's generate span is its answer and ends it. So
+Which pipeline. Inside a ``rag_pipeline`` the stages are its stages. Outside any, the call joins
+the automatic root this request's retrieval opened (a ``vector_stores.search`` or a Bedrock
+``retrieve`` just before, not answered yet), or opens one as a retrieval does (``auto_root``):
+the call's generate span is its answer and ends it. So
 each call outside a pipeline is one pipeline, with no other change to the app.
 
 Ids. A source the app's own recorded retrieval returned (same text, so the same keyed content
@@ -19,17 +20,24 @@ from typing import Any
 
 from opentelemetry import trace
 
-from .. import auto_root, names, state as state_module
+from .. import auto_root, figures, names, state as state_module
 from ..assemble_stage import Assemble
 from ..chunks import Chunk
-from ..keyed import content_digest, warn_if_random
-from ..provided import Source, context_record
+from ..keyed import content_digest, holds_digest, warn_if_random
+from ..provided import Provided, Source, by_index, context_record
 from ..retrieval import Retrieve
+from ._anthropic_blocks import Request
 
 
 def root_for(name: str, query: str | None, provider: trace.TracerProvider | None) -> Any:
-    """The automatic root the call's stages go into (None inside a pipeline or with telemetry off).
-    Call it in the caller's context, before the call's first stage opens."""
+    """The automatic root the call's stages go into (None inside a pipeline or with telemetry off):
+    the one this context's retrieval opened for the request (a ``retrieve`` or
+    ``vector_stores.search`` just before, whose results the call is given), which its answer
+    would join anyway, else a new one. Call it in the caller's context, before the call's first
+    stage opens."""
+    found = state_module.auto_root() if state_module.current() is None else None
+    if found is not None and found.accepts():
+        return found
     return auto_root.for_retrieval(name, query, provider)
 
 
@@ -66,7 +74,7 @@ def record_retrieval(
         stage.record(
             [{"id": s.chunk_id, "content": s.text, "score": scores[i] if scores else None} for i, s in enumerate(sources)]
         )
-        if sources and not stage.inert:  # ids with a keyed digest in them were exported
+        if not stage.inert and any(holds_digest(s.chunk_id) for s in sources):  # ids with a keyed digest in them were exported
             warn_if_random("provider chunk ids (file_id#digest, source#digest, a document's digest) differ between processes")
     elif stage.attrs is not None:
         stage.attrs.set(names.RAG_RETRIEVAL_STATUS, status)
@@ -82,3 +90,24 @@ def record_context(sources: Sequence[Source], provider: trace.TracerProvider | N
     stage.given(context_record(sources, stage.builder.tokenizer))
     stage.close()
     return stage
+
+
+def record_sources(request: Request, root: Any, provider: trace.TracerProvider | None) -> Request:
+    """A request that hands the model its sources (Anthropic's and Bedrock Converse's blocks,
+    Cohere's documents): the retrieve span of the sources the app's recorded retrievals don't
+    already hold, and the assemble span of all of them; the request under the ids they are
+    recorded with."""
+    sources, known = with_app_ids(request.sources, root)
+    new = [source for source, seen in zip(sources, known) if not seen]
+    if new:
+        record_retrieval(new, None, query=request.query, data_source=None, provider=provider, root=root)
+    record_context(sources, provider, root)
+    return Request(tuple(sources), request.kinds, request.query)
+
+
+def provided_by_index(request: Request, refs: Sequence[tuple[str, Any]]) -> Provided:
+    """The response's citations, each (kind, index) into the request's blocks of that kind."""
+    provided = by_index(refs, request.by_kind())
+    if request.unreadable:  # a PDF's tokens are unknown: the figures that count them would be made up
+        return Provided(provided.cited_ids, provided.invalid, unmeasured=figures.STATUS_SOURCE_UNREADABLE)
+    return provided

@@ -33,13 +33,11 @@ from typing import Any
 import wrapt
 from opentelemetry import trace
 
-from .. import figures
 from ..generation import Generate
 from ..guard import call_guarded, guard, warn_once
 from ..passthrough import record_as_consumed
-from ..provided import Provided, by_index
 from . import _provider
-from ._anthropic_blocks import Request, event_refs, message_refs, read_request
+from ._anthropic_blocks import event_refs, message_refs, read_request
 from ._common import call_wrappers, closed_with, inside_generation, started, unwrap
 from .base import RagtraceInstrumentor
 
@@ -82,7 +80,7 @@ def _open(kwargs: Mapping[str, Any], provider: trace.TracerProvider | None) -> G
     root = None
     if request.sources:
         root = _provider.root_for(ROOT_NAME, request.query, provider)
-        request = _record_sources(request, root, provider)
+        request = _provider.record_sources(request, root, provider)
     system = kwargs.get("system")
     prompt = list(messages) if isinstance(messages, (list, tuple)) else None
     if prompt is not None and isinstance(system, str):
@@ -101,24 +99,6 @@ def _open(kwargs: Mapping[str, Any], provider: trace.TracerProvider | None) -> G
     return started(stage)
 
 
-def _record_sources(request: Request, root: Any, provider: trace.TracerProvider | None) -> Request:
-    """The retrieve span of the sources the app's recorded retrievals don't already hold, and the
-    assemble span of all of them; the request under the ids they are recorded with."""
-    sources, known = _provider.with_app_ids(request.sources, root)
-    new = [source for source, seen in zip(sources, known) if not seen]
-    if new:
-        _provider.record_retrieval(new, None, query=request.query, data_source=None, provider=provider, root=root)
-    _provider.record_context(sources, provider, root)
-    return Request(tuple(sources), request.kinds, request.query)
-
-
-def _provided(request: Request, refs: list[tuple[str, Any]]) -> Provided:
-    provided = by_index(refs, request.by_kind())
-    if request.unreadable:  # a PDF's tokens are unknown: the figures that count them would be made up
-        return Provided(provided.cited_ids, provided.invalid, unmeasured=figures.STATUS_SOURCE_UNREADABLE)
-    return provided
-
-
 def _returned(stage: Generate, kwargs: Mapping[str, Any], result: Any) -> Any:
     """Record a message and end the span, or hand back the stream behind a recording proxy."""
     stage.detach()
@@ -129,7 +109,7 @@ def _returned(stage: Generate, kwargs: Mapping[str, Any], result: Any) -> Any:
     if getattr(result, "type", None) == "message":
         request = getattr(stage, "provider_request", None)
         if request is not None:
-            stage.provided = _provided(request, message_refs(getattr(result, "content", None)))
+            stage.provided = _provider.provided_by_index(request, message_refs(getattr(result, "content", None)))
         stage.record(result)
     else:  # with_raw_response: an HTTP response, not read here
         warn_once("anthropic-raw", "an Anthropic call returned %s, not a message: its answer is not measured", type(result).__name__)
@@ -141,7 +121,7 @@ def _streamed(stage: Generate, events: list[Any] | None, error: BaseException | 
     with guard("anthropic stream"):
         request = getattr(stage, "provider_request", None)
         if request is not None and events is not None:
-            stage.provided = _provided(request, event_refs(events))
+            stage.provided = _provider.provided_by_index(request, event_refs(events))
         stage.stream_done(events or ())
         stage.close(error)
 

@@ -27,6 +27,7 @@ from opentelemetry import trace
 from .. import names
 from ..generation import Generate
 from ..guard import guard, is_strict
+from ..outputs import langchain_cut_off
 from ..retrieval import Rerank, Retrieve
 from . import _langchain_agents, _langchain_assembly
 from ._common import generated, generating
@@ -264,6 +265,8 @@ class _Handler:
                 run = self.runs.get(run_id)
                 if run is not None and isinstance(run.stage, Generate):
                     run.stage.record(response)
+                    if run.data.get("streamed") and langchain_cut_off(response):  # a dropped connection
+                        run.stage.stream_cut_off()
                     _langchain_agents.model_ended(self.runs, run, response)
         finally:
             with guard("langchain llm end"):

@@ -28,6 +28,7 @@ from opentelemetry import trace
 from .. import auto_root
 from ..guard import call_guarded, warn_once
 from ..keyed import content_digest, warn_if_random
+from ..outputs import get
 from ..retrieval import Retrieve
 from ._common import call_wrappers, closed_with, started, unwrap
 
@@ -84,7 +85,7 @@ def _record(stage: Retrieve, kwargs: Mapping[str, Any], page: Any) -> Any:
     stage.detach()
     data = getattr(page, "data", None)
     if isinstance(data, list):
-        stage.record([_chunk(result) for result in data])
+        stage.record([search_result_chunk(result) for result in data])
         if data and not stage.inert:  # the ids were exported
             warn_if_random("OpenAI vector-store chunk ids (file_id#digest) differ between processes")
     else:  # with_raw_response / with_streaming_response: an HTTP response, not read here
@@ -93,13 +94,12 @@ def _record(stage: Retrieve, kwargs: Mapping[str, Any], page: Any) -> Any:
     return page
 
 
-def _chunk(result: Any) -> dict[str, Any]:
-    """One search result as a chunk: its text parts joined by a line break, its score, and an id
-    unique to the chunk (module docstring)."""
-    parts = getattr(result, "content", None) or ()
-    text = "\n".join(part.text for part in parts if getattr(part, "type", None) == "text" and isinstance(getattr(part, "text", None), str))
-    file_id = getattr(result, "file_id", None)
-    return {"id": f"{file_id}#{content_digest(text)}", "content": text, "score": getattr(result, "score", None)}
+def search_result_chunk(result: Any) -> dict[str, Any]:
+    """One search result (the SDK's object, or the same as a dict: LiteLLM's) as a chunk: its text
+    parts joined by a line break, its score, and an id unique to the chunk (module docstring)."""
+    parts = get(result, "content") or ()
+    text = "\n".join(get(part, "text") for part in parts if get(part, "type") == "text" and isinstance(get(part, "text"), str))
+    return {"id": f"{get(result, 'file_id')}#{content_digest(text)}", "content": text, "score": get(result, "score")}
 
 
 def _async_search(provider: trace.TracerProvider | None) -> Any:
