@@ -10,6 +10,7 @@ import pytest
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult, Generation, LLMResult
 from llama_index.core.base.llms.types import ChatMessage, ChatResponse, CompletionResponse, MessageRole
+from google.genai import types as genai_types
 from llama_index.core.base.response.schema import Response, StreamingResponse
 
 import ragtrace
@@ -103,6 +104,25 @@ def test_framework_results_are_answers(spans, output):
     assert list(generate[names.RAG_CITATION_IDS]) == ["d1"]
     assert names.RAG_CITATION_STATUS not in generate
 
+# a google-genai response: a thought part is not the answer, the text parts are joined
+GEMINI = genai_types.GenerateContentResponse.model_validate(
+    {
+        "candidates": [{"content": {"role": "model", "parts": [{"text": "Thinking [2].", "thought": True}, {"text": "Five days "}, {"text": "[1]."}]}, "finishReason": "STOP"}],
+        "usageMetadata": {"promptTokenCount": 40, "candidatesTokenCount": 6},
+        "modelVersion": "gemini-x",
+        "responseId": "resp_01",
+    }
+)
+
+
+def test_a_gemini_response_is_an_answer_with_its_usage(spans):
+    run = _answer(GEMINI)
+    assert (run.metrics["cited"], run.metrics["invalid_citations"]) == (1, 0)  # the thought's [2] is not read
+    generate = spans.one("generate").attributes
+    assert (generate[names.GEN_AI_USAGE_INPUT_TOKENS], generate[names.GEN_AI_USAGE_OUTPUT_TOKENS]) == (40, 6)
+    assert (generate[names.GEN_AI_RESPONSE_MODEL], generate[names.GEN_AI_RESPONSE_ID]) == ("gemini-x", "resp_01")
+    assert list(generate[names.GEN_AI_RESPONSE_FINISH_REASONS]) == ["STOP"]
+
 
 def test_anthropic_usage_model_and_stop_reason(spans):
     _answer(ANTHROPIC)
@@ -129,8 +149,9 @@ def test_anthropic_usage_model_and_stop_reason(spans):
             ]
         ),
         lambda: StreamingResponse(response_gen=iter(["Five ", "days [1]."])),
+        lambda: iter(genai_types.GenerateContentResponse.model_validate({"candidates": [{"content": {"role": "model", "parts": [{"text": t}]}}]}) for t in ("Five ", "days [1].")),
     ],
-    ids=["AIMessageChunk", "ChatGenerationChunk", "llama-index deltas", "anthropic events", "StreamingResponse"],
+    ids=["AIMessageChunk", "ChatGenerationChunk", "llama-index deltas", "anthropic events", "StreamingResponse", "gemini chunks"],
 )
 def test_framework_streams_are_read_as_they_pass(spans, pieces):
     run = _answer(stream=pieces())
@@ -217,7 +238,7 @@ def test_reading_outputs_imports_no_framework_the_app_did_not_import():
                     ctx.render()
                 with ragtrace.generate(model="m", prompt=[{"role": "user", "content": "q"}]) as g:
                     g.record(output)
-        print(sorted(m for m in ("langchain_core", "langchain", "llama_index", "openai", "anthropic") if m in sys.modules))
+        print(sorted(m for m in ("langchain_core", "langchain", "llama_index", "openai", "anthropic", "google.genai") if m in sys.modules))
         """
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -156,6 +156,8 @@ def read_output(output: Any) -> tuple[str | None, Usage]:
         message = get(first, "message") if first is not None else None
         text = get(message, "content") if message is not None else get(first, "text")
         return content_text(text) if isinstance(text, list) else as_text(text), openai_metadata(output)
+    if isinstance(get(output, "candidates"), list):  # google-genai's GenerateContentResponse
+        return gemini_text(output), gemini_metadata(output)
     if isinstance(output, (list, tuple)):  # pieces already collected (never a one-shot iterator)
         texts, usage = [], {}
         for piece in output:
@@ -193,6 +195,8 @@ def read_piece(piece: Any) -> tuple[str | None, Usage]:
     found = langchain_output(piece)
     if found is not None:
         return found
+    if isinstance(get(piece, "candidates"), list):  # a google-genai stream chunk
+        return gemini_text(piece), gemini_metadata(piece)
     return None, {}
 
 
@@ -245,6 +249,30 @@ def anthropic_metadata(message: Any) -> Usage:
         "response_model": get(message, "model"),
         "response_id": get(message, "id"),
         "finish_reasons": [reason] if isinstance(reason, str) else None,
+    }
+    return {k: v for k, v in found.items() if v is not None}
+
+
+def gemini_text(response: Any) -> str | None:
+    """The answer of a google-genai response (or stream chunk): candidate 0's text parts that are
+    not thoughts, joined, as ``response.text`` reads it; None when it has no text part."""
+    candidates = get(response, "candidates")
+    content = get(candidates[0], "content") if candidates else None
+    texts = [get(p, "text") for p in get(content, "parts") or () if not get(p, "thought")]
+    texts = [t for t in texts if isinstance(t, str)]
+    return "".join(texts) if texts else None
+
+
+def gemini_metadata(response: Any) -> Usage:
+    usage = get(response, "usage_metadata")
+    reasons = [get(c, "finish_reason") for c in get(response, "candidates") or ()]
+    reasons = [getattr(r, "value", r) for r in reasons if r is not None]  # an enum, or the JSON's string
+    found = {
+        "input_tokens": get(usage, "prompt_token_count") if usage is not None else None,
+        "output_tokens": get(usage, "candidates_token_count") if usage is not None else None,
+        "response_model": get(response, "model_version"),
+        "response_id": get(response, "response_id"),
+        "finish_reasons": [r for r in reasons if isinstance(r, str)] or None,
     }
     return {k: v for k, v in found.items() if v is not None}
 

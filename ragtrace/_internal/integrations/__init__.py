@@ -90,6 +90,13 @@ LIBRARIES: dict[str, Library] = {
             ("litellm >= 1.70, < 2",),
             "litellm",
         ),
+        Library(
+            "google_genai",
+            "ragtrace._internal.integrations.google_genai",
+            "GoogleGenAIInstrumentor",
+            ("google-genai >= 1.0, < 4",),
+            "google-genai",
+        ),
     )
 }
 
