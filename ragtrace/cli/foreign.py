@@ -338,9 +338,9 @@ def _infer(
         for chunk in retrieval:
             if chunk.content and chunk.id not in unique:
                 unique[chunk.id] = chunk
-    if not any(retrievals):
-        return [], [], None  # compute says empty_retrieval
-    if not unique:
+    # a retrieval of 0 chunks puts none in any prompt: the answer is still read and scored against
+    # an empty context (compute says empty_retrieval, empty_context), as the SDK scores it
+    if not unique and any(retrievals):
         return [], [], STATUS_NO_CHUNK_TEXT
     chunks = sorted(unique.values(), key=lambda c: c.rank)
     retrieved = {chunk.id for retrieval in retrievals for chunk in retrieval}

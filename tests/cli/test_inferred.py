@@ -30,9 +30,10 @@ def openinference(
     answer: str = "BM25 ranks lexically [1].",
     prompt_text: str | None = None,
     judge_prompt: str | None = None,
+    retrieved: tuple[str, ...] = ("d1", "d2", "d3", "d4"),
 ) -> None:
     """One RetrievalQA run (d1-d4 retrieved, the answer shown d1, d2); ``judge_prompt``: a judge's
-    model call after the answer, shown that prompt."""
+    model call after the answer, shown that prompt; ``retrieved``: the documents the retriever returns."""
     provider = provider_to(path, service="oi-app")
     tracer = provider.get_tracer("openinference.instrumentation.langchain")
     with tracer.start_as_current_span("RetrievalQA") as root:
@@ -41,7 +42,7 @@ def openinference(
         with tracer.start_as_current_span("VectorStoreRetriever") as retriever:
             retriever.set_attribute(names.OI_SPAN_KIND, names.OI_KIND_RETRIEVER)
             retriever.set_attribute(names.OI_INPUT_VALUE, QUESTION)
-            for index, doc in enumerate(docs("d1", "d2", "d3", "d4")):
+            for index, doc in enumerate(docs(*retrieved)):
                 retriever.set_attribute(names.indexed(names.OI_RETRIEVAL_DOCUMENTS, index, names.OI_DOCUMENT_ID), doc["id"])
                 retriever.set_attribute(names.indexed(names.OI_RETRIEVAL_DOCUMENTS, index, names.OI_DOCUMENT_SCORE), doc["score"])
                 if content:
@@ -171,6 +172,20 @@ def test_ids_without_text_are_not_measurable(cli, tmp_path):
     assert row["retrieved"] == 4  # sizes stay
     for figure in ("context_precision", "recall_proxy", "recall_proxy_weighted", "context_utilization", "in_context"):
         assert row[figure] is None, figure
+
+
+@pytest.mark.parametrize("answer, invalid", [("BM25 is a ranking function.", 0), ("BM25 ranks lexically [1].", 1)])
+def test_a_retrieval_of_no_chunks_still_scores_the_answer(cli, tmp_path, answer, invalid):
+    """0 chunks retrieved: nothing can be in the prompt, and the trace has an answer (issue 36: it
+    was reported as ``no_answer``). As the SDK scores it: an empty context, no chunk cited, and a
+    [1] that names nothing retrieved is an unknown citation."""
+    path = tmp_path / "oi.jsonl"
+    openinference(path, retrieved=(), answer=answer, prompt_text="Use only these sources and cite them as [n].\n\n(no results)")
+    row, _ = _row(cli, path)
+    assert "no_answer" not in row["status"]
+    assert row["status"][:2] == ["empty_retrieval", "empty_context"]
+    assert (row["retrieved"], row["in_context"], row["cited"], row["invalid_citations"]) == (0, 0, 0, invalid)
+    assert row["unknown_citations"] == invalid and row["out_of_context_citations"] == 0
 
 
 def test_prompt_not_captured_is_not_measurable(cli, tmp_path):
