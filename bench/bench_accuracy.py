@@ -66,12 +66,13 @@ from ragtrace.exporters import JsonLinesExporter  # noqa: E402
 
 from accuracy_citation_scenarios import CITATION_SCENARIOS, wasted  # noqa: E402
 from accuracy_scenarios import SCENARIOS as FIRST_SCENARIOS, WORDS, Case, Text  # noqa: E402
+from accuracy_search_scenarios import SEARCH_SCENARIOS  # noqa: E402
 
 PER_SCENARIO = 30
 SEED = 7
 METHODS = ("recorded", "declared", "located", "inferred")
 EXACT_METHODS = ("recorded", "declared")  # must be 1.000 / 1.000 and every figure right
-SCENARIOS = FIRST_SCENARIOS + CITATION_SCENARIOS
+SCENARIOS = FIRST_SCENARIOS + CITATION_SCENARIOS + SEARCH_SCENARIOS
 
 
 # --- running one case under one method ---------------------------------------------------------
@@ -111,12 +112,14 @@ class Reading:
     figures: dict[str, Any]
 
 
-def _answer(rng: random.Random, text: Text, labels: dict[str, str], prose: str | None = None) -> tuple[str, set[str], int]:
+def _answer(rng: random.Random, text: Text, labels: dict[str, str], prose: str | None = None, stale: Sequence[str] = ()) -> tuple[str, set[str], int]:
     """An answer citing 1-3 of the labels the model saw, sometimes plus one that names nothing:
-    as ``[n]``, or in words (``prose``): ``(Source n)``, or a closing ``Sources:`` line of ids."""
+    as ``[n]``, or in words (``prose``): ``(Source n)``, or a closing ``Sources:`` line of ids.
+    ``stale``: labels only an earlier turn or an example shows; the one that names nothing is
+    then, half the time, one of them (an unknown citation all the same)."""
     keys = list(labels)
     chosen = sorted(rng.sample(keys, rng.randint(1, min(3, len(keys)))), key=keys.index)
-    invalid = rng.random() < 0.15
+    invalid = rng.random() < (0.5 if stale else 0.15)
     if prose == "line":
         cited = [labels[k] for k in chosen] + ([f"kb-none-{len(keys) + rng.randint(2, 5)}"] if invalid else [])
         body = " ".join(text.sentence(6, 12) for _ in chosen)
@@ -125,7 +128,8 @@ def _answer(rng: random.Random, text: Text, labels: dict[str, str], prose: str |
     parts = [f"{text.sentence(6, 12)[:-1]} {mark.format(k)}." for k in chosen]
     if invalid:
         at = rng.randrange(len(parts) + 1)
-        parts.insert(at, f"{text.sentence(6, 10)[:-1]} {mark.format(len(keys) + rng.randint(2, 5))}.")
+        wrong = rng.choice(stale) if stale and rng.random() < 0.5 else len(keys) + rng.randint(2, 5)
+        parts.insert(at, f"{text.sentence(6, 10)[:-1]} {mark.format(wrong)}.")
     return " ".join(parts), {labels[k] for k in chosen}, int(invalid)
 
 
@@ -323,9 +327,9 @@ def measure(per_scenario: int = PER_SCENARIO, seed: int = SEED) -> tuple[dict[st
                     question = f"Question {traces}: how do I {' '.join(rng.sample(WORDS, 4))}?"
                     case = scenario(rng, text, question)
                     scores = per.setdefault(case.name, {m: Score() for m in METHODS})
-                    user_answer = _answer(rng, text, _answer_labels(case), case.prose)
+                    user_answer = _answer(rng, text, _answer_labels(case), case.prose, case.stale)
                     for method in METHODS[:3]:
-                        answer_for = (lambda labels: _answer(rng, text, labels, case.prose)) if method == "recorded" else (lambda labels: user_answer)
+                        answer_for = (lambda labels: _answer(rng, text, labels, case.prose, case.stale)) if method == "recorded" else (lambda labels: user_answer)
                         truth, run = _sdk_pipeline(case, method, question, answer_for)
                         spans = exporter.get_finished_spans()
                         exporter.clear()

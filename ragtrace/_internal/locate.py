@@ -25,6 +25,9 @@ from .source_labels import LABEL_OPENS_LINE, NO_LABEL, fold_label, label_at, lab
 from .tokens import DEFAULT_TOKENIZER, Tokenizer
 
 _MAX_OCCURRENCES = 64
+# what may follow a chunk that fills its source entry: a closing quote or tag, then the line's end
+# (also escaped, in a JSON body) or the end of a JSON string
+_ENDS_ENTRY = re.compile(r"[ \t]*(?:[\"'”’»]|</[A-Za-z]+>)?[ \t]*(?:\r|\n|\\[rn\"]|\"|$)")
 _MIN_PREFIX_CHARS = 24
 _USER_ROLES = frozenset({"user", "human"})
 _SYSTEM_ROLES = frozenset({"system", "developer"})
@@ -363,27 +366,29 @@ def _find_in(texts: Sequence[str | View], needle: str, taken: Sequence[tuple[int
     Chat prompts put instructions, examples and earlier turns before this turn's sources, so a
     chunk that also appears there must not be credited to the first message it is in.
     """
-    best: tuple[int, int, int] | None = None  # (tier, text index, start)
+    best: tuple[tuple[int, bool], int, int] | None = None  # ((tier, fills its entry), text index, start)
     for index, text in enumerate(texts):
         occupied = [(start, end) for message, start, end in taken if message == index]
         if isinstance(text, str):
             found = _best_occurrence(text, needle, None, occupied)
         else:
             found = _best_occurrence(text.text, needle, text, occupied)
-        if found is not None and (best is None or found[1] >= best[0]):
-            best = (found[1], index, found[0])
-    return None if best is None else (best[1], best[2], best[0])
+        if found is not None and (best is None or found[1:] >= best[0]):
+            best = (found[1:], index, found[0])
+    return None if best is None else (best[1], best[2], best[0][0])
 
 
-def _best_occurrence(text: str, needle: str, view: View | None = None, occupied: Sequence[tuple[int, int]] = ()) -> tuple[int, int] | None:
-    """(start, tier): the first occurrence right after a label that opens a line (``[2] ...``),
-    else right after any label, else the first occurrence at all. Instructions such as
-    ``Cite as [n]. Be concise.`` have a label mid-line, sources have one at the line start.
-    Occurrences overlapping ``occupied`` (original-text spans of chunks already credited) are
-    skipped; ``view`` maps a search view ``text`` back to its original."""
-    best: tuple[int, int] | None = None
+def _best_occurrence(text: str, needle: str, view: View | None = None, occupied: Sequence[tuple[int, int]] = ()) -> tuple[int, int, bool] | None:
+    """(start, tier, whether it fills its entry): the first occurrence right after a label that
+    opens a line (``[2] ...``), else right after any label, else the first occurrence at all.
+    Instructions such as ``Cite as [n]. Be concise.`` have a label mid-line, sources have one at
+    the line start. Of equally labelled occurrences, one that ends its entry (its line) wins: a
+    chunk whose whole text is the start of a longer chunk shown before it sits whole in its own
+    entry. Occurrences overlapping ``occupied`` (original-text spans of chunks already credited)
+    are skipped; ``view`` maps a search view ``text`` back to its original."""
+    best: tuple[int, int, bool] | None = None
     for start in _candidates(text, needle):
-        if best is not None and best[1] == LABEL_OPENS_LINE:
+        if best is not None and best[1] == LABEL_OPENS_LINE and best[2]:
             break
         if view is None:
             source, begin, end = text, start, start + len(needle)
@@ -391,8 +396,9 @@ def _best_occurrence(text: str, needle: str, view: View | None = None, occupied:
             source, (begin, end) = view.source, view.span(start, start + len(needle))
         if not any(begin < stop and first < end for first, stop in occupied):
             tier = label_at(source, begin)[1]
-            if best is None or tier > best[1]:
-                best = (start, tier)
+            fills = tier > NO_LABEL and _ENDS_ENTRY.match(source, end) is not None
+            if best is None or (tier, fills) > best[1:]:
+                best = (start, tier, fills)
     return best
 
 
