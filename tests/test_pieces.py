@@ -35,7 +35,7 @@ def test_resolved_labels_and_text_before_the_offset_are_not_read():
 
 
 def test_a_short_last_piece_counts_only_for_a_chunk_already_found():
-    prompt = f"[2] {GUIDE[:-10]}\n[3] a refund.\n"
+    prompt = f"[2] {GUIDE[:CUT]}\n[3] is issued\n"  # not where [2] ends: only a chunk already found takes it
     contents = [collapse(GUIDE)]
     assert [p.label for p in labelled_pieces(prompt, 0, contents, skip=set(), found=set())] == ["2"]
     assert [p.label for p in labelled_pieces(prompt, 0, contents, skip=set(), found={0})] == ["2", "3"]
@@ -51,3 +51,17 @@ def test_the_llama_index_mapping_is_the_same_one():
     retrieved = [("kb-ship", SHIPPING), ("kb-guide", GUIDE), ("kb-none", None)]
     texts = [f"Source 4:\n{GUIDE[CUT + 1:]}", f"Source 5:\n{SHIPPING[:30]}", "Source 6:\nSomething else entirely.", None]
     assert derived_sources(texts, retrieved) == [("kb-guide", "4", GUIDE[CUT + 1 :]), ("kb-ship", "5", SHIPPING[:30]), None, None]
+
+
+def test_a_piece_of_one_word_between_two_of_its_chunk_is_its_next_piece():
+    words = GUIDE.split(" ")
+    first, middle, last = " ".join(words[:6]), words[6], " ".join(words[7:])
+    prompt = f"(1) {SHIPPING}\n\n(2) {first}\n\n(3) {middle}\n\n(4) {last}\n"
+    contents = [collapse(GUIDE)]
+    reach = {0: len(first)}  # the search found the chunk cut at (2)
+    pieces = list(labelled_pieces(prompt, 0, contents, skip={"1", "2"}, found={0}, reach=reach))
+    assert [(p.label, prompt[p.start : p.end]) for p in pieces] == [("3", middle), ("4", last)]
+    assert reach == {0: len(GUIDE)}
+    # the same word under a label that does not continue the chunk there is no piece of it
+    elsewhere = f"(2) {first}\n\n(3) {words[2]}\n"
+    assert list(labelled_pieces(elsewhere, 0, contents, skip={"2"}, found={0}, reach={0: len(first)})) == []

@@ -235,9 +235,10 @@ def _shown_in_pieces(
     found = set(range(len(cut)))
     taken = [(hit.text, hit.start, hit.end) for hit in hits.values()]
     by_chunk: dict[int, list[tuple[int, Piece]]] = {}
+    reach = {index: len(collapse(texts.raw[hits[n].text][hits[n].start : hits[n].end])) for index, n in enumerate(cut)}
     for at in range(region[0], len(texts.raw)):
         offset = region[1] if at == region[0] else 0
-        for piece in labelled_pieces(texts.raw[at], offset, contents, skip, found, range(len(cut))):
+        for piece in labelled_pieces(texts.raw[at], offset, contents, skip, found, range(len(cut)), reach):
             if any(t == at and piece.start < stop and begin < piece.end for t, begin, stop in taken):
                 continue
             skip.add(fold_label(piece.label))

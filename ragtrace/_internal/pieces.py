@@ -43,13 +43,23 @@ def holding(piece: str, contents: Sequence[str], preferred: Sequence[int] = ()) 
 
 
 def labelled_pieces(
-    text: str, offset: int, contents: Sequence[str], skip: set[str], found: set[int], preferred: Sequence[int] = ()
+    text: str,
+    offset: int,
+    contents: Sequence[str],
+    skip: set[str],
+    found: set[int],
+    preferred: Sequence[int] = (),
+    reach: dict[int, int] | None = None,
 ) -> Iterator[Piece]:
     """The pieces of ``contents`` (collapsed chunk texts) that ``text`` shows from ``offset`` on,
     each right after a source label opening a line whose folded form is not in ``skip`` (labels
     already resolved). A piece is the longest start of the label's text that one chunk holds,
     cut back to a word's end; it counts when it is at least ``MIN_PIECE_CHARS`` long, or, for a
-    chunk in ``found`` (already placed), when it is all the label shows (a short last piece)."""
+    chunk in ``found`` (already placed), when it is all the label shows (a short last piece).
+    ``reach`` (chunk index -> where its pieces so far end in its text, kept up to date): a label
+    whose whole text continues a chunk right there is its next piece, however short (``(3) policy``
+    between ``(2)`` and ``(4)``, which cut one chunk in three)."""
+    reach = {} if reach is None else reach
     matches = list(LINE_LABEL.finditer(text, offset))
     for index, match in enumerate(matches):
         label = label_of(match)
@@ -62,6 +72,13 @@ def labelled_pieces(
         view = View(text[begin:stop])
         body = view.text.strip()
         lead = len(view.text) - len(view.text.lstrip())
+        after = _continued(body, contents, reach)
+        if after is not None:  # the next piece of a chunk whose pieces came before it, whole
+            holder, end = after
+            start, stop_at = view.span(lead, lead + len(body))
+            reach[holder] = end
+            yield Piece(label, begin + start, begin + stop_at, holder)
+            continue
         length, holder = _longest_held(body, contents, preferred)
         if holder is None:
             continue
@@ -77,7 +94,22 @@ def labelled_pieces(
             ends_line = not tail.strip() or tail.startswith(("\n", "\r", "\\n", "<"))
             if not (holder in found and ends_line and len(piece) >= _SHORT_PIECE_CHARS):
                 continue
+        at = contents[holder].find(piece)
+        reach[holder] = max(reach.get(holder, 0), at + len(piece))
         yield Piece(label, begin + start, begin + end, holder)
+
+
+def _continued(body: str, contents: Sequence[str], reach: dict[int, int]) -> tuple[int, int] | None:
+    """(chunk index, where it then ends) when ``body`` is, whole and at a word's start, the text
+    of a chunk right where its pieces so far end; None otherwise."""
+    if not body:
+        return None
+    for holder, end in reach.items():
+        content = contents[holder]
+        start = end + (len(content[end:]) - len(content[end:].lstrip()))
+        if content.startswith(body, start) and (start + len(body) == len(content) or not content[start + len(body)].isalnum()):
+            return holder, start + len(body)
+    return None
 
 
 def _longest_held(body: str, contents: Sequence[str], preferred: Sequence[int]) -> tuple[int, int | None]:
