@@ -84,6 +84,8 @@ class Truth:
     invalid: int
     unmeasurable: tuple[str, ...] = ()  # figures that must be left out (None below)
     wasted: int | None = None  # wasted_context_tokens, where the scenario knows the shown text
+    readable: bool = True  # every source shows its label: a search can read every figure, so "not measurable" is avoidable
+    shown: tuple[str, ...] = ()  # the in-context ids in prompt order (cited_positions)
 
     def figures(self) -> dict[str, Any]:
         r = len(self.retrieved)
@@ -97,12 +99,16 @@ class Truth:
         }
         if self.wasted is not None:
             truth[names.METRIC_WASTED_CONTEXT_TOKENS] = self.wasted
+        if self.shown:
+            order = list(dict.fromkeys(self.shown))
+            truth[names.METRIC_CITED_POSITIONS] = None if names.METRIC_CITED in self.unmeasurable else sorted(order.index(c) + 1 for c in self.cited if c in order)
         truth.update(dict.fromkeys(self.unmeasurable))
         return truth
 
     @staticmethod
     def of(case: Case, shown: Sequence[str], cited: set[str], invalid: int) -> Truth:
-        return Truth([d["id"] for d in case.docs], set(shown), cited, invalid, case.unmeasurable, wasted(case, list(shown), cited))
+        readable = not case.positional and all(label and label in fragment for _, fragment, label in case.built.placed)
+        return Truth([d["id"] for d in case.docs], set(shown), cited, invalid, case.unmeasurable, wasted(case, list(shown), cited), readable, tuple(shown))
 
 
 @dataclass
@@ -237,6 +243,12 @@ def inferred_readings(path: Path) -> dict[str, Reading]:
 
 
 # --- scoring ------------------------------------------------------------------------------------
+def _differs(got: Any, truth: Any) -> bool:
+    if isinstance(truth, list):
+        return list(got) != truth
+    return abs(got - truth) > 1e-9
+
+
 @dataclass
 class Score:
     tp: int = 0
@@ -247,6 +259,7 @@ class Score:
     cite_fn: int = 0
     right: int = 0
     unmeasured: int = 0
+    avoidable: int = 0  # not measurable though every source showed its label
     wrong: int = 0
     wrong_examples: list[str] = field(default_factory=list)
 
@@ -263,13 +276,14 @@ class Score:
         # wrong: a figure given that differs from the truth; not measurable: none wrong, some left out
         expected, figures = truth.figures(), reading.figures
         # a figure given where the truth is "not measurable" (None) is wrong too
-        diff = {k: (figures[k], v) for k, v in expected.items() if figures.get(k) is not None and (v is None or abs(figures[k] - v) > 1e-9)}
+        diff = {k: (figures[k], v) for k, v in expected.items() if figures.get(k) is not None and (v is None or _differs(figures[k], v))}
         if diff:
             self.wrong += 1
             if len(self.wrong_examples) < 3:
                 self.wrong_examples.append(f"{where}: (got, truth) {diff}")
         elif any(figures.get(k) is None for k, v in expected.items() if v is not None):
             self.unmeasured += 1
+            self.avoidable += truth.readable
         else:
             self.right += 1
 
@@ -374,15 +388,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{name:<30}" + "".join(f" {_cell(scores[m]):>20}" for m in METHODS))
     print("\nby method (P, R over (trace, retrieved chunk) pairs; figures: retrieved, in_context, cited,")
     print("invalid_citations, context_precision, recall_proxy against the known answers, to 1e-9)\n")
-    header = f"{'method':<10} {'incl. P':>8} {'incl. R':>8} {'cite P':>7} {'cite R':>7} {'right':>7} {'not meas.':>9} {'wrong':>6}"
+    header = f"{'method':<10} {'incl. P':>8} {'incl. R':>8} {'cite P':>7} {'cite R':>7} {'right':>7} {'not meas.':>9} {'avoidable':>9} {'wrong':>6}"
     print(header)
     print("-" * len(header))
     for method in METHODS:
         s = totals[method]
         print(
             f"{method:<10} {s.precision:>8.3f} {s.recall:>8.3f} {s.cite_precision:>7.3f} {s.cite_recall:>7.3f}"
-            f" {s.ratio(s.right, s.traces):>7.1%} {s.ratio(s.unmeasured, s.traces):>9.1%} {s.ratio(s.wrong, s.traces):>6.1%}"
+            f" {s.ratio(s.right, s.traces):>7.1%} {s.ratio(s.unmeasured, s.traces):>9.1%} {s.avoidable:>9} {s.wrong:>6}"
         )
+    print("\n(avoidable: traces not measurable though every source showed its label; wrong: traces with a wrong figure)")
     for method in METHODS:
         for example in totals[method].wrong_examples:
             print(f"  {method} wrong: {example}")

@@ -312,3 +312,20 @@ def test_a_label_two_shown_rounds_share_is_unresolved_not_guessed(method):
     got, status = measured(method, [A, B, C, D], _agent([[A, B], [C, D]]), "Free shipping [1].")
     assert status and "citations_unresolved" in status, (method, status)
     assert "cited" not in got and got["in_context"] == 4
+
+
+@pytest.mark.parametrize("method", SEARCHED)
+def test_a_label_two_shown_rounds_share_is_unresolved_even_when_one_chunk_is_in_both(method):
+    # round 1: [1] A, [2] B; round 2: [1] C, [2] A. A is placed once (round 2's [2]); [1] is A or C
+    got, status = measured(method, [A, B, C], _agent([[A, B], [C, A]]), "Free shipping [1].")
+    assert status and "citations_unresolved" in status, (method, status, got)
+    assert "cited" not in got and got["in_context"] == 3
+
+
+@pytest.mark.parametrize("method", SEARCHED)
+def test_a_chunk_two_rounds_returned_resolves_under_either_rounds_label(method):
+    # round 1: [1] A, [2] B; round 2 numbered on: [3] C, [4] A. [1] and [4] both name A
+    messages = _agent([[A, B], [C]])
+    messages[-1]["content"] = f"[3] {C['content']}\n\n[4] {A['content']}"
+    got, status = measured(method, [A, B, C], messages, "Five days [1], credit [2], as said [4].")
+    _check(method, got, status, in_context=3, cited=2, invalid_citations=0, recall_proxy=2 / 3, cited_positions=[1, 2])

@@ -84,17 +84,20 @@ class ContextRecord:
         """Citation key -> chunk id: every label, and every in-context chunk id itself.
 
         In a searched context, a label two chunks were found under (an agent's rounds that each
-        number from ``[1]``, both shown) names neither: it is left out, so a citation of it is
-        unresolved (``answer.unresolvable``), never credited to one of them."""
+        number from ``[1]``, both shown: as two placements' labels, or as one's label and
+        another's repeat) names neither: it is left out, so a citation of it is unresolved
+        (``answer.unresolvable``), never credited to one of them."""
         mapping = {p.chunk_id: p.chunk_id for p in self.placements}
         mapping.update({p.label: p.chunk_id for p in self.placements if p.label})
         for label, chunk_id in self.aliases.items():
             mapping.setdefault(label, chunk_id)
         if self.method in (names.INCLUSION_LOCATED, names.INCLUSION_INFERRED):
-            seen: dict[str, str] = {}
-            for p in self.placements:
-                if p.label and seen.setdefault(p.label, p.chunk_id) != p.chunk_id and mapping.get(p.label) != p.label:
-                    mapping.pop(p.label, None)
+            owners: dict[str, set[str]] = {}
+            for label, chunk_id in [*((p.label, p.chunk_id) for p in self.placements if p.label), *self.aliases.items()]:
+                owners.setdefault(label, set()).add(chunk_id)
+            for label, chunk_ids in owners.items():
+                if len(chunk_ids) > 1 and mapping.get(label) != label:
+                    mapping.pop(label, None)
         return mapping
 
 

@@ -132,6 +132,8 @@ def locate(chunks: Sequence[Chunk], prompt: Any, tokenizer: Tokenizer = DEFAULT_
                 outside.discard(number)
     for number in outside:
         dropped[number] = Drop(chunks[number].id, names.DROP_OUTSIDE_SOURCES)
+    if region is not None:
+        _first_showing(chunks, hits, texts, region, taken)
     missing = [n for n in pending if n in dropped and dropped[n].reason == names.DROP_NOT_FOUND]
     shown: dict[int, list[tuple[int, Piece]]] = {}
     if region is not None and (missing or any(hit.truncated for hit in hits.values())):
@@ -158,7 +160,7 @@ def locate(chunks: Sequence[Chunk], prompt: Any, tokenizer: Tokenizer = DEFAULT_
     for number, found in shown.items():
         for _, piece in found:
             record.aliases.setdefault(piece.label, chunks[number].id)
-    _aliases(record, chunks, pieces, hits, texts, taken, tokenizer, dropped)
+    _aliases(record, chunks, pieces, hits, texts, taken, tokenizer, dropped, region)
     record.dropped = [dropped[number] for number in sorted(dropped)]
     record.not_located = not placements and any(c.content and c.content.strip() for c in chunks) and any(t.strip() for t in texts.raw)
     return record
@@ -221,6 +223,25 @@ def _this_turn(hits: dict[int, _Hit], texts: _Texts) -> tuple[set[int], tuple[in
     return outside, ((last, block_start) if block_start >= 0 else (first, 0))
 
 
+def _first_showing(chunks: Sequence[Chunk], hits: dict[int, _Hit], texts: _Texts, region: tuple[int, int], taken: list[tuple[int, int, int]]) -> None:
+    """Place a chunk this turn shows twice (an agent's two rounds that both returned it) at its
+    first showing, as recorded and declared do, its later label an alias (``_aliases``): the
+    search preferred the latest text, for a history that is by now left out."""
+    for number, hit in list(hits.items()):
+        content = chunks[number].content or ""
+        if hit.truncated or hit.text == region[0] or not content:
+            continue
+        for index in range(region[0], hit.text):
+            starts = (s for s in _candidates(texts.raw[index], content) if (index, s) >= region)
+            free = (s for s in starts if not any(t == index and s < stop and begin < s + len(content) for t, begin, stop in taken))
+            start = next((s for s in free if label_at(texts.raw[index], s)[1] >= hit.tier), None)
+            if start is not None:
+                moved = _Hit(index, start, start + len(content), False, hit.tier)
+                taken[:] = [moved[:3] if spot == hit[:3] else spot for spot in taken]
+                hits[number] = moved
+                break
+
+
 def _shown_in_pieces(
     chunks: Sequence[Chunk], missing: list[int], hits: dict[int, _Hit], texts: _Texts, region: tuple[int, int], dropped: dict[int, Drop]
 ) -> dict[int, list[tuple[int, Piece]]]:
@@ -277,23 +298,33 @@ def _aliases(
     taken: list[tuple[int, int, int]],
     tokenizer: Tokenizer,
     dropped: dict[int, Drop],
+    region: tuple[int, int] | None,
 ) -> None:
     """More labels the model saw for a placed chunk: a verbatim repeat of its text under another
-    label (counted once, as everywhere), and the other pieces of a chunk shown in pieces under one
-    id (a synthesizer that re-split it: their tokens are the chunk's too)."""
+    label anywhere in this turn's sources (counted once, as everywhere: an agent's two rounds that
+    both returned it), and the other pieces of a chunk shown in pieces under one id (a
+    synthesizer that re-split it: their tokens are the chunk's too)."""
     at = {p.chunk_id: index for index, p in enumerate(record.placements)}
-    labels = {fold_label(p.label) for p in record.placements if p.label}
+    owner = {fold_label(p.label): p.chunk_id for p in record.placements if p.label}
+    labels = set(owner)
     for number, hit in hits.items():
         content = chunks[number].content or ""
-        text = texts.raw[hit.text]
-        for start in _candidates(text, content):
-            end = start + len(content)
-            if any(t == hit.text and start < stop and begin < end for t, begin, stop in taken):
-                continue
-            label, tier = label_at(text, start)
-            if tier > NO_LABEL and fold_label(label) not in labels:
-                labels.add(fold_label(label))
-                record.aliases.setdefault(label, chunks[number].id)
+        where = range(region[0], len(texts.raw)) if region is not None else (hit.text,)
+        for index in where:
+            text = texts.raw[index]
+            for start in _candidates(text, content):
+                end = start + len(content)
+                if (region is not None and (index, start) < region) or any(t == index and start < stop and begin < end for t, begin, stop in taken):
+                    continue
+                label, tier = label_at(text, start)
+                if tier <= NO_LABEL:
+                    continue
+                if fold_label(label) not in labels:
+                    labels.add(fold_label(label))
+                    owner[fold_label(label)] = chunks[number].id
+                    record.aliases.setdefault(label, chunks[number].id)
+                elif owner.get(fold_label(label)) != chunks[number].id:  # two rounds' [1]: it names neither (``label_map``)
+                    record.aliases.setdefault(label, chunks[number].id)
     for number in pieces:
         chunk = chunks[number]
         index = at.get(chunk.id)
