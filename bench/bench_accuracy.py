@@ -19,13 +19,17 @@ request body); duplicate chunks (the same text under two ids, shown twice by the
 ragtrace); instructions that repeat a short chunk's text (the chunk dropped, or shown); an LLM grader
 shown every retrieved chunk after the answer. Sources are labelled ``[n]``, ``Source n:``,
 ``<source id="n">``, ``(n)`` or not at all (joined, as LangChain's default ``format_docs`` does);
-the answer cites ``[n]``.
+the answer cites ``[n]``. Issue 27's citation cases (``accuracy_citation_scenarios.py``) and issue
+36's search cases (``accuracy_search_scenarios.py``: few-shot examples under another label style,
+Unicode normal forms, a chunk that starts another, a chunk shown in pieces, an earlier turn's
+labels cited, agent rounds numbered from ``[1]``) follow.
 
 Scored per method: precision / recall of "chunk in context" over (trace, retrieved chunk) pairs,
 citation precision / recall over cited chunks, and the per-trace figures against the known
 answers (retrieved, in_context, cited, invalid_citations, context_precision, recall_proxy; floats
 to 1e-9): *right*; *wrong* when a figure it gives differs from the truth; else *not measurable*
-(some figure left out, with a status saying why, instead of a guess). Recorded and
+(some figure left out, with a status saying why, instead of a guess), and *avoidable* when every
+source showed its label so a search could have read it. Recorded and
 declared must be exactly right (exit code 1 otherwise); located and inferred are what they are.
 
     python bench/bench_accuracy.py [--per-scenario N]
@@ -381,11 +385,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     count = next(iter(totals.values())).traces
     print(f"{count} requests ({args.per_scenario} per scenario, seed {SEED}), each traced once per method")
     print("per scenario: in-context precision, recall, and traces whose figures are all right\n")
-    header = f"{'scenario':<30}" + "".join(f" {m:>20}" for m in METHODS)
+    header = f"{'scenario':<36}" + "".join(f" {m:>20}" for m in METHODS)
     print(header)
     print("-" * len(header))
     for name, scores in per.items():
-        print(f"{name:<30}" + "".join(f" {_cell(scores[m]):>20}" for m in METHODS))
+        print(f"{name:<36}" + "".join(f" {_cell(scores[m]):>20}" for m in METHODS))
     print("\nby method (P, R over (trace, retrieved chunk) pairs; figures: retrieved, in_context, cited,")
     print("invalid_citations, context_precision, recall_proxy against the known answers, to 1e-9)\n")
     header = f"{'method':<10} {'incl. P':>8} {'incl. R':>8} {'cite P':>7} {'cite R':>7} {'right':>7} {'not meas.':>9} {'avoidable':>9} {'wrong':>6}"
