@@ -50,21 +50,28 @@ def _fill(template: list[dict[str, str]], context: str, question: str) -> list[d
 
 
 def few_shot_styles(rng: random.Random, text: Text, question: str) -> Case:
-    """An example of a retrieved chunk (not kept) under a label written unlike the sources'."""
+    """An example of a retrieved chunk (not kept) under a label written unlike the sources', or
+    written alike and numbered before them (the example's [1], the sources from [2] on), with an
+    example answer citing it."""
     docs = _scored([text.doc() for _ in range(rng.randint(6, 10))], rng)
     kept = _kept(rng, docs)
     others = [d for d in docs if d not in kept]
     example_docs = rng.sample(others, min(len(others), rng.randint(1, 2)))
     style = rng.choice(LABELLED)
-    placed = _numbered(kept, style)
-    label = rng.choice(EXAMPLE_LABELS)
+    label = rng.choice(EXAMPLE_LABELS + ("same",))
+    first = len(example_docs) + 1 if label == "same" else 1  # "same": the example is [1], the sources go on from [2]
+    placed = [(c, style.format(n=n, content=c["content"]), str(n)) for n, c in enumerate(kept, first)]
     labels = [label.format(k=rng.randint(3, 99)) for _ in example_docs]
-    if label in ("[A]", "[B]"):
+    if label == "same":
+        labels = [style.format(n=n, content="").rstrip() for n in range(1, first)]
+        labels = [lab[: -len("</source>")].rstrip() if lab.endswith("</source>") else lab for lab in labels]
+    elif label in ("[A]", "[B]"):
         labels = [f"[{chr(ord(label[1]) + i)}]" for i in range(len(example_docs))]
     elif label.endswith("A:"):
         labels = [label.replace("A", chr(ord("A") + i)) for i in range(len(example_docs))]
     shown_example = "\n".join(f"{lab} {d['content']}" for lab, d in zip(labels, example_docs))
-    cite = labels[0].rstrip(":").split()[-1].strip("[]")
+    keys = [str(n) for n in range(1, first)] if label == "same" else [lab.rstrip(":").split()[-1].strip("[]") for lab in labels]
+    cite = keys[0]
     example = f"Example:\nSources:\n{shown_example}\nQuestion: an example?\nAnswer: {text.sentence()[:-1]} [{cite}].\n\n"
     where = rng.choice(("system", "user", "string"))
     if where == "string":
@@ -76,7 +83,7 @@ def few_shot_styles(rng: random.Random, text: Text, question: str) -> Case:
         template = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         prompt = _fill(template, "\n\n".join(t for _, t, _ in placed), question)
     # a cited example label names nothing this turn; only an id or number reads as a citation ([A] does not)
-    stale = tuple(key for key in (lab.rstrip(":").split()[-1].strip("[]") for lab in labels) if any(c.isdigit() for c in key))
+    stale = tuple(key for key in keys if any(c.isdigit() for c in key))
     shown = {c["id"]: c["content"] for c in kept}
     offered = kept + example_docs  # the assembler is handed them too; the app shows them only as the example
     built = Built(placed, prompt, [c["id"] for c in kept])

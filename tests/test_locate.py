@@ -180,6 +180,28 @@ def test_a_few_shot_example_under_another_label_style_takes_no_position(method, 
     )
 
 
+@pytest.mark.parametrize("method", SEARCHED)
+@pytest.mark.parametrize(
+    "example, sources, cite",
+    [
+        ("[doc-7]", ("[doc-3]", "[doc-5]"), "[doc-5]"),  # ids in one style, never repeated
+        ("[1]", ("[2]", "[3]"), "[3]"),  # the example is [1], the sources go on from [2]
+        ("Source 1:", ("Source 2:", "Source 3:"), "(Source 3)"),
+    ],
+    ids=["ids", "numbered-on", "keyword"],
+)
+@pytest.mark.parametrize("chat", [False, True], ids=["string", "one-user-message"])
+def test_a_few_shot_example_written_like_the_sources_is_told_by_its_answer_line(method, example, sources, cite, chat):
+    """Labels written alike that never repeat: the example is told from the sources by the
+    prompt's structure, its worked answer citing its label, not by label numbers."""
+    cited = example.rstrip(":").split()[-1].strip("[]")
+    shown = f"Example:\n{example} {D['content']}\nQuestion: returns?\nAnswer: Thirty days [{cited}].\n\n"
+    text = "Cite the sources you use.\n\n" + shown + f"Sources:\n{sources[0]} {B['content']}\n{sources[1]} {C['content']}\n\nQuestion: q"
+    prompt = [{"role": "user", "content": text}] if chat else text
+    got, status = measured(method, [B, C, D], prompt, f"Free shipping {cite}.")
+    _check(method, got, status, in_context=2, context_precision=2 / 3, cited=1, invalid_citations=0, recall_proxy=1 / 3, cited_positions=[2])
+
+
 # class 2: a chunk stored in one Unicode normal form and shown in the other is found whole
 CAFE = {"id": "fr-1", "content": "Le café crème est servi à la réception après l'été."}
 HANGUL = {"id": "ko-1", "content": "환불은 영업일 기준 오일 이내에 처리됩니다."}

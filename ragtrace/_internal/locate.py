@@ -25,6 +25,9 @@ from .source_labels import LABEL_OPENS_LINE, NO_LABEL, fold_label, label_at, lab
 from .tokens import DEFAULT_TOKENIZER, Tokenizer
 
 _MAX_OCCURRENCES = 64
+# a line that answers (a few-shot example's, an earlier turn's), and what it cites
+_ANSWER_LINE = re.compile(r"(?:^|\n|\\n)[ \t>*-]*(?:answer|assistant|a|output|response|model)[ \t]*:", re.I)
+_BRACKETED = re.compile(r"\[([^\[\]\n]{1,64})\]")
 # what may follow a chunk that fills its source entry: a closing quote or tag, then the line's end
 # (also escaped, in a JSON body) or the end of a JSON string
 _ENDS_ENTRY = re.compile(r"[ \t]*(?:[\"'”’»]|</[A-Za-z]+>)?[ \t]*(?:\r|\n|\\[rn\"]|\"|$)")
@@ -201,15 +204,15 @@ def _this_turn(hits: dict[int, _Hit], texts: _Texts) -> tuple[set[int], tuple[in
     system_only = roles[last] in _SYSTEM_ROLES
     outside = {n for n, hit in hits.items() if hit.tier == NO_LABEL}
     block: dict[str, int] = {}  # folded label -> chunk, this block's
-    block_start, style = -1, None
+    block_start, style, previous_end = -1, None, 0
     text = texts.raw[last]
     for n in sorted((n for n in labelled if hits[n].text == last), key=lambda n: hits[n].start):
         label = fold_label(label_at(text, hits[n].start)[0])
         written, label_start = label_style(text, hits[n].start)
-        if label in block or (style is not None and written != style):  # another block came first
-            outside.update(block.values())
+        if label in block or (style is not None and written != style) or _answers(text[previous_end:label_start], block):
+            outside.update(block.values())  # another block came first: an example, an earlier turn
             block, block_start = {}, label_start
-        block[label], style = n, written
+        block[label], style, previous_end = n, written, hits[n].end
     for n in labelled:
         hit = hits[n]
         if hit.text >= last:
@@ -240,6 +243,15 @@ def _first_showing(chunks: Sequence[Chunk], hits: dict[int, _Hit], texts: _Texts
                 taken[:] = [moved[:3] if spot == hit[:3] else spot for spot in taken]
                 hits[number] = moved
                 break
+
+
+def _answers(gap: str, block: dict[str, int]) -> bool:
+    """Whether the text between two labelled chunks holds an answer line citing a label of the
+    block before it: a worked example (``Answer: ... [doc-7].``) or an earlier turn, whose labels
+    may be written just like this turn's sources and never repeat."""
+    if not block or _ANSWER_LINE.search(gap) is None:
+        return False
+    return any(fold_label(cited) in block for cited in _BRACKETED.findall(gap))
 
 
 def _shown_in_pieces(
