@@ -3,7 +3,8 @@ turn's sources, and what it must find there.
 
 - a few-shot example showing a retrieved chunk under another label style (``[A]``, ``[doc-7]``,
   ``Source A:``), in the system prompt or right before the sources;
-- chunks stored in one Unicode normal form and shown in the other (French, Vietnamese, Korean);
+- chunks stored in one Unicode normal form and shown in the other (French, Vietnamese, Korean),
+  sometimes in a JSON request body that escapes them (``\u00e9``);
 - a chunk whose whole text is the start of another retrieved chunk's (the long one not shown,
   shown whole, or shown cut);
 - a chunk shown in pieces under several labels (``[2]`` and ``[3]``, LlamaIndex's ``Source n:``);
@@ -17,6 +18,7 @@ sources, and the text shown for each (``shown_text``, for wasted tokens).
 
 from __future__ import annotations
 
+import json
 import random
 import unicodedata
 from collections.abc import Callable, Sequence
@@ -55,8 +57,12 @@ def few_shot_styles(rng: random.Random, text: Text, question: str) -> Case:
     example answer citing it."""
     docs = _scored([text.doc() for _ in range(rng.randint(6, 10))], rng)
     kept = _kept(rng, docs)
-    others = [d for d in docs if d not in kept]
+    kept_ids = {c["id"] for c in kept}
+    others = [d for d in docs if d["id"] not in kept_ids]
     example_docs = rng.sample(others, min(len(others), rng.randint(1, 2)))
+    if rng.random() < 0.3:  # the example shows one of this turn's sources too
+        again = rng.choice(kept)["id"]
+        example_docs[-1] = next(d for d in docs if d["id"] == again)
     style = rng.choice(LABELLED)
     label = rng.choice(EXAMPLE_LABELS + ("same",))
     first = len(example_docs) + 1 if label == "same" else 1  # "same": the example is [1], the sources go on from [2]
@@ -82,10 +88,11 @@ def few_shot_styles(rng: random.Random, text: Text, question: str) -> Case:
         user = ("" if where == "system" else example) + QUESTION_TEMPLATE
         template = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         prompt = _fill(template, "\n\n".join(t for _, t, _ in placed), question)
-    # a cited example label names nothing this turn; only an id or number reads as a citation ([A] does not)
-    stale = tuple(key for key in keys if any(c.isdigit() for c in key))
+    # the example's labels name nothing this turn (only an id or number reads as a citation: [A]
+    # does not); numbered on, ragtrace's own template (recorded) numbers its sources from [1]
+    stale = tuple(key for key in keys if any(c.isdigit() for c in key)) if label != "same" else ()
     shown = {c["id"]: c["content"] for c in kept}
-    offered = kept + example_docs  # the assembler is handed them too; the app shows them only as the example
+    offered = kept + [d for d in example_docs if d["id"] not in kept_ids]  # the assembler is handed them too
     built = Built(placed, prompt, [c["id"] for c in kept])
     return Case("few-shot example, other label style", docs, offered, built, _recorded(kept, template), shown_text=shown, stale=stale)
 
@@ -108,13 +115,20 @@ def normal_forms(rng: random.Random, text: Text, question: str) -> Case:
 
     placed = _numbered(kept, rng.choice(LABELLED), render)
 
+    as_body = rng.random() < 0.3  # sent as one JSON request body: non-ASCII as \u escapes
+
+    def sent(prompt: str) -> str:
+        return json.dumps({"model": "answer-model", "messages": [{"role": "user", "content": prompt}]}) if as_body else prompt
+
     def recorded(ctx: Any, q: str) -> tuple[Any, list[str]]:
         for c in kept:
             ctx.add(dict(c, content=render(c["content"])))
-        return ctx.render(QUESTION_TEMPLATE, question=q), [c["id"] for c in kept]
+        return sent(ctx.render(QUESTION_TEMPLATE, question=q)), [c["id"] for c in kept]
 
     shown = {c["id"]: render(c["content"]) for c in kept}
-    return Case("Unicode normal forms", docs, kept, Built(placed, _string_prompt(placed, question), [c["id"] for c in kept]), recorded, shown_text=shown)
+    request = sent(_string_prompt(placed, question))
+    built = Built(placed, request, [c["id"] for c in kept], sent=request if as_body else None)
+    return Case("Unicode normal forms", docs, kept, built, recorded, shown_text=shown)
 
 
 def prefix_chunks(rng: random.Random, text: Text, question: str) -> Case:

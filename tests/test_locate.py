@@ -6,6 +6,7 @@ behind the second: a citation is flagged invalid only when ragtrace knows what t
 
 from __future__ import annotations
 
+import json
 import unicodedata
 from typing import Any
 
@@ -211,9 +212,12 @@ VIET = {"id": "vi-1", "content": "Hoàn tiền được xử lý trong vòng nă
 @pytest.mark.parametrize("method", SEARCHED)
 @pytest.mark.parametrize("stored, shown", [("NFD", "NFC"), ("NFC", "NFD")])
 @pytest.mark.parametrize("doc", [CAFE, HANGUL, VIET], ids=["french", "korean", "vietnamese"])
-def test_a_chunk_in_another_unicode_normal_form_is_found_whole(method, stored, shown, doc):
+@pytest.mark.parametrize("body", [False, True], ids=["text", "json-body"])
+def test_a_chunk_in_another_unicode_normal_form_is_found_whole(method, stored, shown, doc, body):
     chunk = dict(doc, content=unicodedata.normalize(stored, doc["content"]))
     prompt = _sources([A, unicodedata.normalize(shown, doc["content"]), C])
+    if body:  # the request body sent as one string: non-ASCII as \u escapes
+        prompt = json.dumps({"model": "m", "messages": [{"role": "user", "content": prompt}]})
     assert chunk["content"] not in prompt  # not the same code points: only a normalising search finds it
     got, status = measured(method, [A, chunk, C], prompt, "Five days [1], and this [2].")
     # in context A, chunk, C (1, 2, 3); cited A and the chunk; wasted: C's text

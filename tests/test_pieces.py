@@ -65,3 +65,12 @@ def test_a_piece_of_one_word_between_two_of_its_chunk_is_its_next_piece():
     # the same word under a label that does not continue the chunk there is no piece of it
     elsewhere = f"(2) {first}\n\n(3) {words[2]}\n"
     assert list(labelled_pieces(elsewhere, 0, contents, skip={"2"}, found={0}, reach={0: len(first)})) == []
+
+
+def test_a_piece_whose_text_opens_with_a_label_keyword_is_read_under_its_own_label():
+    """"Source 3:\\nDocument management is ..." — the second line is text, not a label "management"."""
+    text = "Document management is done by the records team. " + GUIDE
+    cut = text.index(" Refunds")
+    prompt = f"Source 2:\n{SHIPPING}\n\nSource 3:\n{text[:cut]}\n\nSource 4:\n{text[cut + 1:]}\n"
+    pieces = list(labelled_pieces(prompt, 0, [collapse(text)], skip={"2"}, found=set()))
+    assert [(p.label, prompt[p.start : p.end]) for p in pieces] == [("3", text[:cut]), ("4", text[cut + 1 :])]

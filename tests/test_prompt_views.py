@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import unicodedata
 
 import pytest
@@ -43,3 +44,24 @@ def test_a_word_ending_in_a_combining_mark_ends_after_the_mark():
     start, end = view.span(at, at + len(needle))
     assert prompt[start:end] == unicodedata.normalize("NFD", "résumé")
     assert unicodedata.combining(prompt[end - 1])  # the accent of the last é is inside the span
+
+
+@pytest.mark.parametrize("stored", ["NFC", "NFD"])
+def test_a_json_request_body_is_read_through_its_string_escapes(stored):
+    """A request body sent as one string escapes non-ASCII (``\\u00e9``, a surrogate pair for 😀),
+    quotes, backslashes and newlines: the folded view reads the characters, and maps back to the
+    whole escapes."""
+    chunk = unicodedata.normalize(stored, 'Le café "crème" à C:\\temp\nest prêt 😀.')
+    body = json.dumps({"messages": [{"role": "user", "content": "Sources:\n[1] " + unicodedata.normalize("NFC", chunk) + "\n\nQ: q"}]})
+    assert "\\u00e9" in body and "\\ud83d\\ude00" in body and '\\"' in body
+    view = View(body, folded=True)
+    needle = fold(chunk)
+    at = view.text.find(needle)
+    assert at >= 0
+    start, end = view.span(at, at + len(needle))
+    assert json.loads('"' + body[start:end] + '"') == unicodedata.normalize("NFC", chunk)
+
+
+def test_backslashes_outside_a_json_document_are_text():
+    view = View('Run C:\\new\\tmp "now"', folded=True)
+    assert view.text == 'run c:\\new\\tmp "now"'

@@ -20,7 +20,7 @@ from .assembly import ContextRecord, Drop, Placement
 from .chunks import Chunk, content_hash
 from .patterns import uncached
 from .pieces import Piece, labelled_pieces
-from .prompt_views import View, collapse, fold, plain
+from .prompt_views import View, collapse, fold, plain, shown_text
 from .source_labels import LABEL_OPENS_LINE, NO_LABEL, fold_label, label_at, label_style, prompt_texts
 from .tokens import DEFAULT_TOKENIZER, Tokenizer
 
@@ -153,7 +153,7 @@ def locate(chunks: Sequence[Chunk], prompt: Any, tokenizer: Tokenizer = DEFAULT_
                 label=label_at(text, hit.start)[0],
                 start=hit.start,
                 end=hit.end,
-                tokens=tokenizer.count(text[hit.start : hit.end]) + sum(tokenizer.count(texts.raw[at][p.start : p.end]) for at, p in more),
+                tokens=tokenizer.count(shown_text(text, hit.start, hit.end)) + sum(tokenizer.count(shown_text(texts.raw[at], p.start, p.end)) for at, p in more),
                 truncated=hit.truncated,
                 message_index=texts.indexes[hit.text] if is_chat else None,
                 content_hash=chunk.content_hash or (content_hash(chunk.content) if chunk.content else None),
@@ -210,8 +210,10 @@ def _this_turn(hits: dict[int, _Hit], texts: _Texts) -> tuple[set[int], tuple[in
         label = fold_label(label_at(text, hits[n].start)[0])
         written, label_start = label_style(text, hits[n].start)
         if label in block or (style is not None and written != style) or _answers(text[previous_end:label_start], block):
-            outside.update(block.values())  # another block came first: an example, an earlier turn
-            block, block_start = {}, label_start
+            # another block came first (an example, an earlier turn): this turn's starts after its
+            # last chunk (a source the example also showed may sit before this label)
+            outside.update(block.values())
+            block, block_start = {}, previous_end
         block[label], style, previous_end = n, written, hits[n].end
     for n in labelled:
         hit = hits[n]
@@ -350,7 +352,7 @@ def _aliases(
             labels.add(fold_label(label))
             record.aliases.setdefault(label, chunk.id)
         placement = record.placements[index]
-        shown = texts.raw[hit.text][hit.start : hit.end]
+        shown = shown_text(texts.raw[hit.text], hit.start, hit.end)
         record.placements[index] = replace(placement, tokens=placement.tokens + tokenizer.count(shown))
         dropped[number] = Drop(chunk.id, names.DROP_DUPLICATE)
 

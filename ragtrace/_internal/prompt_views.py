@@ -72,6 +72,53 @@ def _fold_run(run: str) -> str:
     return unicodedata.normalize("NFKC", run).translate(_TYPOGRAPHY).casefold()
 
 
+_JSON_ESCAPE = re.compile(r'\\(?:u([0-9a-fA-F]{4})|(["\\/bfnrt]))')
+_JSON_CHARS = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+
+
+def _json_document(source: str) -> bool:
+    """A request body sent as one string (its escapes are what the model never sees)."""
+    return "\\" in source and source.lstrip()[:1] in ("{", "[")
+
+
+def shown_text(source: str, start: int, end: int) -> str:
+    """What the model reads of ``source[start:end]``: in a JSON document, its string escapes
+    decoded (the API decodes them), elsewhere the text as it is."""
+    if not _json_document(source):
+        return source[start:end]
+    return "".join(unit[0] for unit in _units(source[start:end], json_only=True))
+
+
+def _units(source: str, json_only: bool = False) -> list[tuple[str, int, int]]:
+    """``source`` as (decoded character, start, end) units, for the folded view: HTML entities
+    decoded, and, in a JSON document (a request body sent as one string), its string escapes
+    (``\\u00e9``, ``\\"``, ``\\n``; a surrogate pair as one character), each unit spanning its
+    whole escape in the original."""
+    marks: dict[int, tuple[str, int]] = {}
+    if "&" in source and not json_only:
+        for match in _ENTITY.finditer(source):
+            marks[match.start()] = (html.unescape(match.group()), match.end())
+    if json_only or _json_document(source):
+        for match in _JSON_ESCAPE.finditer(source):
+            code, simple = match.groups()
+            marks.setdefault(match.start(), (chr(int(code, 16)) if code else _JSON_CHARS[simple], match.end()))
+    units: list[tuple[str, int, int]] = []
+    index, length = 0, len(source)
+    while index < length:
+        mark = marks.get(index)
+        if mark is None:
+            units.append((source[index], index, index + 1))
+            index += 1
+            continue
+        decoded, end = mark
+        if len(decoded) == 1 and "\ud800" <= decoded <= "\udbff" and end in marks and "\udc00" <= marks[end][0] <= "\udfff":
+            low, after = marks[end]  # a surrogate pair: one character
+            decoded, end = (decoded + low).encode("utf-16", "surrogatepass").decode("utf-16"), after
+        units.extend((char, index, end) for char in decoded)
+        index = end
+    return units
+
+
 def fold(text: str) -> str:
     """Text as the ``folded`` view reads it (for chunk text: the needle)."""
     text = html.unescape(text)
@@ -94,30 +141,30 @@ class View:
         origin: list[int] = []
         ends: list[int] = []  # folded: where each view character's source run ends
         in_space = False
-        entities = {m.start(): m for m in _ENTITY.finditer(source)} if folded and "&" in source else {}
-        index, length = 0, len(source)
-        while index < length:
-            entity = entities.get(index)
-            if entity is not None:
-                piece, step = _fold_run(html.unescape(entity.group())), entity.end() - index
-            elif folded:
-                step = _run_end(source, index) - index
-                piece = _fold_run(source[index : index + step])
+        units = _units(source) if folded else [(char, index, index + 1) for index, char in enumerate(source)]
+        at, count = 0, len(units)
+        while at < count:
+            if folded:  # a grapheme run: a character and the marks or jamo that join it
+                stop = at + 1
+                while stop < count and _joins(units[stop][0]):
+                    stop += 1
+                piece = _fold_run("".join(unit[0] for unit in units[at:stop]))
+                begin, end = units[at][1], units[stop - 1][2]
             else:
-                piece, step = source[index], 1
+                stop, (piece, begin, end) = at + 1, units[at]
             for char in piece:
                 if char.isspace():
                     if not in_space:
                         chars.append(" ")
-                        origin.append(index)
-                        ends.append(index + step)
+                        origin.append(begin)
+                        ends.append(end)
                     in_space = True
                 else:
                     chars.append(char)
-                    origin.append(index)
-                    ends.append(index + step)
+                    origin.append(begin)
+                    ends.append(end)
                     in_space = False
-            index += step
+            at = stop
         self.text = "".join(chars)
         self.origin = origin
         self.source = source

@@ -27,9 +27,18 @@ LIST_LABEL = _LINE_START + r"[ \t]{0,8}(\d{1,4})(?=[.)][ \t])"
 _GAP = r"(?:\s|\\[nrt]){0,16}"
 LABEL_FORMS = r"\[([^\[\]\n]{1,64})\]|" + KEYWORD_LABEL + "|" + XML_LABEL + "|" + NUMBER_LABEL + "|" + LIST_LABEL
 _LABEL_BEFORE = re.compile(r"(?:" + LABEL_FORMS + r")" + _GAP + r"[:.)-]?" + _GAP + r"(?:[\"'“‘«„]|\\\")?$", re.I)
-# A source label opening a line: what the prompt shows the model as sources, found or not.
+# A source label opening a line: what the prompt shows the model as sources, found or not. A
+# keyword label there holds a number, or ends at a separator or the line's end ("Source 2 ...",
+# "Source kb:", "Document A"): a line of text opening with "Document management is ..." is none.
+_KEYWORD_ENDS = r"(?:(?<=\d)|(?=[ \t]*(?:[:.)\-#]|\r|\n|\\[rn]|$)))"
 LINE_LABEL = re.compile(
-    _LINE_START + r"[ \t\-*>]{0,16}(?:\[([^\[\]\n]{1,64})\]|" + KEYWORD_LABEL + "|" + XML_LABEL + r"|\((\d{1,4})\)|(\d{1,4})[.)](?=[ \t]))",
+    _LINE_START
+    + r"[ \t\-*>]{0,16}(?:\[([^\[\]\n]{1,64})\]|"
+    + KEYWORD_LABEL
+    + _KEYWORD_ENDS
+    + "|"
+    + XML_LABEL
+    + r"|\((\d{1,4})\)|(\d{1,4})[.)](?=[ \t]))",
     re.I,
 )
 NO_LABEL, LABEL, LABEL_OPENS_LINE = 0, 1, 2  # how sure a label is a source's, lowest first
