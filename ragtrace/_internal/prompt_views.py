@@ -141,17 +141,27 @@ class View:
         origin: list[int] = []
         ends: list[int] = []  # folded: where each view character's source run ends
         in_space = False
-        units = _units(source) if folded else [(char, index, index + 1) for index, char in enumerate(source)]
+        if not folded:  # collapsed: whitespace runs become one space, nothing else changes
+            for index, char in enumerate(source):
+                if char.isspace():
+                    if not in_space:
+                        chars.append(" ")
+                        origin.append(index)
+                    in_space = True
+                else:
+                    chars.append(char)
+                    origin.append(index)
+                    in_space = False
+            self.text, self.origin, self.source, self._ends = "".join(chars), origin, source, None
+            return
+        units = _units(source)
         at, count = 0, len(units)
-        while at < count:
-            if folded:  # a grapheme run: a character and the marks or jamo that join it
-                stop = at + 1
-                while stop < count and _joins(units[stop][0]):
-                    stop += 1
-                piece = _fold_run("".join(unit[0] for unit in units[at:stop]))
-                begin, end = units[at][1], units[stop - 1][2]
-            else:
-                stop, (piece, begin, end) = at + 1, units[at]
+        while at < count:  # a grapheme run: a character and the marks or jamo that join it
+            stop = at + 1
+            while stop < count and _joins(units[stop][0]):
+                stop += 1
+            piece = _fold_run("".join(unit[0] for unit in units[at:stop]))
+            begin, end = units[at][1], units[stop - 1][2]
             for char in piece:
                 if char.isspace():
                     if not in_space:
@@ -168,7 +178,7 @@ class View:
         self.text = "".join(chars)
         self.origin = origin
         self.source = source
-        self._ends = ends if folded else None
+        self._ends = ends
 
     def span(self, start: int, end: int) -> tuple[int, int]:
         """The original (start, end) of the view's ``text[start:end]``."""
