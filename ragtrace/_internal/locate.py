@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from typing import Any, NamedTuple
+from typing import Any
 
 from . import names
 from .assembly import ContextRecord, Drop, Placement
@@ -21,28 +21,15 @@ from .chunks import Chunk, content_hash
 from .patterns import uncached
 from .pieces import Piece, labelled_pieces
 from .prompt_views import View, collapse, fold, plain, shown_text
-from .source_labels import LABEL_OPENS_LINE, NO_LABEL, fold_label, label_at, label_style, prompt_texts
+from .source_labels import LABEL_OPENS_LINE, NO_LABEL, fold_label, label_at, prompt_texts
 from .tokens import DEFAULT_TOKENIZER, Tokenizer
+from .turn_sources import Hit as _Hit, this_turn
 
 _MAX_OCCURRENCES = 64
-# a line that answers (a few-shot example's, an earlier turn's), and what it cites
-_ANSWER_LINE = re.compile(r"(?:^|\n|\\n)[ \t>*-]*(?:answer|assistant|a|output|response|model)[ \t]*:", re.I)
-_BRACKETED = re.compile(r"\[([^\[\]\n]{1,64})\]")
 # what may follow a chunk that fills its source entry: a closing quote or tag, then the line's end
 # (also escaped, in a JSON body) or the end of a JSON string
 _ENDS_ENTRY = re.compile(r"[ \t]*(?:[\"'”’»]|</[A-Za-z]+>)?[ \t]*(?:\r|\n|\\[rn\"]|\"|$)")
 _MIN_PREFIX_CHARS = 24
-_USER_ROLES = frozenset({"user", "human"})
-_SYSTEM_ROLES = frozenset({"system", "developer"})
-_TOOL_ROLES = frozenset({"tool", "function", "ipython"})
-
-
-class _Hit(NamedTuple):
-    text: int  # index into the prompt's texts
-    start: int
-    end: int
-    truncated: bool
-    tier: int  # how sure the label before it is a source's (``source_labels``)
 
 
 class _Texts:
@@ -80,7 +67,7 @@ def locate(chunks: Sequence[Chunk], prompt: Any, tokenizer: Tokenizer = DEFAULT_
     instructions aren't credited to the instructions, and of equally labelled ones the latest
     message's (this turn's, not the history's).
 
-    This turn's sources are the labelled block the answer's prompt adds (``_this_turn``): a
+    This turn's sources are the labelled block the answer's prompt adds (``turn_sources``): a
     chunk found only in an earlier turn of the chat, in an example whose labels the sources reuse,
     or outside any label when the sources are labelled, is not one of them (``outside_sources``),
     so it never takes a position from a real one. A chunk shown again under another label (``[1]``
@@ -121,7 +108,7 @@ def locate(chunks: Sequence[Chunk], prompt: Any, tokenizer: Tokenizer = DEFAULT_
         if number not in hits:
             shared = bool(taken) and _shares_text(chunks[number].content or "", texts, hits)
             dropped[number] = Drop(chunks[number].id, names.DROP_DUPLICATE if shared else names.DROP_NOT_FOUND)
-    outside, region = _this_turn(hits, texts)
+    outside, region = this_turn(hits, texts.raw, texts.roles)
     for number in outside:
         del hits[number]
     taken = [hit[:3] for hit in hits.values()]
@@ -181,53 +168,6 @@ def _shares_text(content: str, texts: _Texts, hits: dict[int, _Hit]) -> bool:
     return any(other.truncated and other.text == hit.text and other.start < hit.end and hit.start < other.end for other in hits.values())
 
 
-def _this_turn(hits: dict[int, _Hit], texts: _Texts) -> tuple[set[int], tuple[int, int] | None]:
-    """The chunks found outside this turn's sources: the labelled block the answer's prompt adds.
-
-    The last text with a labelled chunk holds it, from where this turn starts: the last user
-    message up to it (an agent's tool messages after it are this turn's rounds). Inside that
-    text the block is the last run of labels written alike that never repeats one: where the
-    labels start over, or change style (``[A]`` or ``[doc-7]`` before ``[1]``), an example or an
-    earlier block came first. A labelled chunk in an earlier text is outside when that text is
-    before this turn (chat history, a few-shot exchange), in the system prompt while the sources
-    are not (an example), or in a user message under a label this block uses again or writes
-    another way (an example); when the sources are labelled, a chunk found under no label is
-    outside too. Returns those chunks, and where this turn's sources start (text index, offset):
-    the missed-chunk rule of ``answer`` reads labels from there on only.
-    """
-    labelled = [n for n, hit in hits.items() if hit.tier > NO_LABEL]
-    if not labelled:
-        return set(), None
-    last = max(hits[n].text for n in labelled)
-    roles = [role.casefold() for role in texts.roles]
-    first = max((i for i in range(last + 1) if roles[i] in _USER_ROLES), default=0)
-    system_only = roles[last] in _SYSTEM_ROLES
-    outside = {n for n, hit in hits.items() if hit.tier == NO_LABEL}
-    block: dict[str, int] = {}  # folded label -> chunk, this block's
-    block_start, style, previous_end = -1, None, 0
-    text = texts.raw[last]
-    for n in sorted((n for n in labelled if hits[n].text == last), key=lambda n: hits[n].start):
-        label = fold_label(label_at(text, hits[n].start)[0])
-        written, label_start = label_style(text, hits[n].start)
-        if label in block or (style is not None and written != style) or _answers(text[previous_end:label_start], block):
-            # another block came first (an example, an earlier turn): this turn's starts after its
-            # last chunk (a source the example also showed may sit before this label)
-            outside.update(block.values())
-            block, block_start = {}, previous_end
-        block[label], style, previous_end = n, written, hits[n].end
-    for n in labelled:
-        hit = hits[n]
-        if hit.text >= last:
-            continue
-        if hit.text < first or (roles[hit.text] in _SYSTEM_ROLES and not system_only):
-            outside.add(n)
-        elif roles[hit.text] not in _TOOL_ROLES:  # an agent's rounds may each number from [1]
-            earlier = texts.raw[hit.text]
-            if fold_label(label_at(earlier, hit.start)[0]) in block or label_style(earlier, hit.start)[0] != style:
-                outside.add(n)
-    return outside, ((last, block_start) if block_start >= 0 else (first, 0))
-
-
 def _first_showing(chunks: Sequence[Chunk], hits: dict[int, _Hit], texts: _Texts, region: tuple[int, int], taken: list[tuple[int, int, int]]) -> None:
     """Place a chunk this turn shows twice (an agent's two rounds that both returned it) at its
     first showing, as recorded and declared do, its later label an alias (``_aliases``): the
@@ -245,15 +185,6 @@ def _first_showing(chunks: Sequence[Chunk], hits: dict[int, _Hit], texts: _Texts
                 taken[:] = [moved[:3] if spot == hit[:3] else spot for spot in taken]
                 hits[number] = moved
                 break
-
-
-def _answers(gap: str, block: dict[str, int]) -> bool:
-    """Whether the text between two labelled chunks holds an answer line citing a label of the
-    block before it: a worked example (``Answer: ... [doc-7].``) or an earlier turn, whose labels
-    may be written just like this turn's sources and never repeat."""
-    if not block or _ANSWER_LINE.search(gap) is None:
-        return False
-    return any(fold_label(cited) in block for cited in _BRACKETED.findall(gap))
 
 
 def _shown_in_pieces(
