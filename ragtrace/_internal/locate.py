@@ -177,6 +177,8 @@ def _first_showing(chunks: Sequence[Chunk], hits: dict[int, _Hit], texts: _Texts
         if hit.truncated or hit.text == region[0] or not content:
             continue
         for index in range(region[0], hit.text):
+            if texts.roles[index] != texts.roles[hit.text]:  # another round of the same kind only
+                continue
             starts = (s for s in _candidates(texts.raw[index], content) if (index, s) >= region)
             free = (s for s in starts if not any(t == index and s < stop and begin < s + len(content) for t, begin, stop in taken))
             start = next((s for s in free if label_at(texts.raw[index], s)[1] >= hit.tier), None)
