@@ -371,11 +371,14 @@ def _infer(
     # prompt's chunks (``outside_sources``), across calls.
     labelled = [(span, record) for span, record in with_chunks if any(p.label for p in record.placements)]
     chosen = labelled or with_chunks or [located[-1]]
+    outputs = [_output(span) for span, _ in chosen]
+    # a call that wrote no text (an agent's tool call) beside one that did is no answer: its
+    # prompt (an earlier round) is not the answer's context
+    spoke = any(text is not None and text.strip() for text in outputs)
     answers: list[Answer] = []
     contexts: list[list[Placement]] = []
-    for span, record in chosen:
-        text = _output(span)
-        if text is None:
+    for (span, record), text in zip(chosen, outputs):
+        if text is None or (spoke and not text.strip()):
             if not record.not_located:  # a failed search is no empty context
                 contexts.append(record.placements)
             continue
