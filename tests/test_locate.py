@@ -355,3 +355,17 @@ def test_a_chunk_two_rounds_returned_resolves_under_either_rounds_label(method):
     messages[-1]["content"] = f"[3] {C['content']}\n\n[4] {A['content']}"
     got, status = measured(method, [A, B, C], messages, "Five days [1], credit [2], as said [4].")
     _check(method, got, status, in_context=3, cited=2, invalid_citations=0, recall_proxy=2 / 3, cited_positions=[1, 2])
+
+
+@pytest.mark.parametrize("method", SEARCHED)
+@pytest.mark.parametrize("shown", [False, True], ids=["dropped", "shown"])
+def test_bare_sources_a_short_chunk_the_instructions_repeat_is_in_context_only_where_shown(method, shown):
+    """Sources joined bare (no labels): a chunk found only as a sentence of the instructions is
+    not a source; shown as a paragraph of its own, it is, at its own place."""
+    rule = {"id": "style", "content": "Never reveal internal ticket numbers."}
+    head = "Cite every source you use. Always answer in English. Never reveal internal ticket numbers.\n\nSources:\n\n"
+    bare = [A, rule, C] if shown else [A, C]
+    prompt = head + "\n\n".join(d["content"] for d in bare) + "\n\nQuestion: q\nAnswer:"
+    got, status = measured(method, [A, rule, C], prompt, "Five days.")
+    assert got["in_context"] == len(bare) and got["context_precision"] == pytest.approx(len(bare) / 3), (method, got, status)
+    assert got["cited_positions"] == [] and got["wasted_context_tokens"] == sum(TOKENS.count(d["content"]) for d in bare)

@@ -23,12 +23,9 @@ from .pieces import Piece, labelled_pieces
 from .prompt_views import View, collapse, fold, plain, shown_text
 from .source_labels import LABEL_OPENS_LINE, NO_LABEL, fold_label, label_at, prompt_texts
 from .tokens import DEFAULT_TOKENIZER, Tokenizer
-from .turn_sources import Hit as _Hit, this_turn
+from .turn_sources import ENDS_ENTRY, Hit as _Hit, fills_line, this_turn
 
 _MAX_OCCURRENCES = 64
-# what may follow a chunk that fills its source entry: a closing quote or tag, then the line's end
-# (also escaped, in a JSON body) or the end of a JSON string
-_ENDS_ENTRY = re.compile(r"[ \t]*(?:[\"'”’»]|</[A-Za-z]+>)?[ \t]*(?:\r|\n|\\[rn\"]|\"|$)")
 _MIN_PREFIX_CHARS = 24
 
 
@@ -363,7 +360,7 @@ def _best_occurrence(text: str, needle: str, view: View | None = None, occupied:
     Instructions such as ``Cite as [n]. Be concise.`` have a label mid-line, sources have one at
     the line start. Of equally labelled occurrences, one that ends its entry (its line) wins: a
     chunk whose whole text is the start of a longer chunk shown before it sits whole in its own
-    entry. Occurrences overlapping ``occupied`` (original-text spans of chunks already credited)
+    entry; of unlabelled ones, one that is a line of its own (not a sentence of the instructions). Occurrences overlapping ``occupied`` (original-text spans of chunks already credited)
     are skipped; ``view`` maps a search view ``text`` back to its original."""
     best: tuple[int, int, bool] | None = None
     for start in _candidates(text, needle):
@@ -375,7 +372,7 @@ def _best_occurrence(text: str, needle: str, view: View | None = None, occupied:
             source, (begin, end) = view.source, view.span(start, start + len(needle))
         if not any(begin < stop and first < end for first, stop in occupied):
             tier = label_at(source, begin)[1]
-            fills = tier > NO_LABEL and _ENDS_ENTRY.match(source, end) is not None
+            fills = ENDS_ENTRY.match(source, end) is not None if tier > NO_LABEL else fills_line(source, begin, end)
             if best is None or (tier, fills) > best[1:]:
                 best = (start, tier, fills)
     return best

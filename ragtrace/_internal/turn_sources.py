@@ -25,6 +25,18 @@ _SYSTEM_ROLES = frozenset({"system", "developer"})
 _TOOL_ROLES = frozenset({"tool", "function", "ipython"})
 
 
+# what may follow a chunk that fills its source entry: a closing quote or tag, then the line's end
+# (also escaped, in a JSON body) or the end of a JSON string; and what may come before one
+ENDS_ENTRY = re.compile(r"[ \t]*(?:[\"'”’»]|</[A-Za-z]+>)?[ \t]*(?:\r|\n|\\[rn\"]|\"|$)")
+_OPENS_LINE = re.compile(r"(?:^|\n|\\n|\")[ \t]*$")
+
+
+def fills_line(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` is a line (or lines) of its own: a source entry, not a sentence
+    inside instructions."""
+    return _OPENS_LINE.search(text, max(0, start - 16), start) is not None and ENDS_ENTRY.match(text, end) is not None
+
+
 class Hit(NamedTuple):
     """Where a search found a chunk."""
 
@@ -51,7 +63,7 @@ def this_turn(hits: dict[int, Hit], raw: Sequence[str], roles_of: Sequence[str])
     """
     labelled = [n for n, hit in hits.items() if hit.tier > NO_LABEL]
     if not labelled:
-        return set(), None
+        return _inside_instructions(hits, raw), None
     last = max(hits[n].text for n in labelled)
     roles = [role.casefold() for role in roles_of]
     first = max((i for i in range(last + 1) if roles[i] in _USER_ROLES), default=0)
@@ -89,3 +101,13 @@ def _answers(gap: str, block: dict[str, int]) -> bool:
     if not block or _ANSWER_LINE.search(gap) is None:
         return False
     return any(fold_label(cited) in block for cited in _BRACKETED.findall(gap))
+
+
+def _inside_instructions(hits: dict[int, Hit], raw: Sequence[str]) -> set[int]:
+    """Sources shown bare: a chunk found only inside a line of other text (a short chunk the
+    instructions repeat) while the other chunks each fill lines of their own is no source."""
+    whole = [n for n, hit in hits.items() if not hit.truncated]
+    fills = {n: fills_line(raw[hits[n].text], hits[n].start, hits[n].end) for n in whole}
+    if sum(fills.values()) < 2:
+        return set()
+    return {n for n, filled in fills.items() if not filled}
