@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 import ragtrace
-from ragtrace._internal.chunks import to_chunk
-from ragtrace._internal.locate import locate
+from ragtrace._internal.core.chunks import to_chunk
+from ragtrace._internal.core.locate import locate
 from tests.citation_paths import measured
 
 INVITES = {"id": "invites", "content": "Invites expire after **7 days**."}

@@ -4,8 +4,8 @@ LlamaIndex integration share (issue 36). Truths by construction: the pieces are 
 from __future__ import annotations
 
 from ragtrace._internal.integrations._packing import derived_sources
-from ragtrace._internal.pieces import holding, labelled_pieces
-from ragtrace._internal.prompt_views import collapse
+from ragtrace._internal.core.pieces import holding, labelled_pieces
+from ragtrace._internal.core.prompt_views import collapse
 
 GUIDE = "Refunds reach the original card within five business days. Store credit is issued immediately instead of a refund."
 SHIPPING = "Shipping is free for orders over fifty euros, and returns are free within thirty days."

@@ -7,7 +7,7 @@ import unicodedata
 
 import pytest
 
-from ragtrace._internal.prompt_views import View, fold
+from ragtrace._internal.core.prompt_views import View, fold
 
 TEXTS = [
     "Le café crème est servi à la réception après l'été.",  # Latin, one mark per letter

@@ -12,10 +12,10 @@ from dataclasses import replace
 from typing import Any
 
 from .. import names
-from ..assembly import ContextRecord
-from ..declared import split_label
-from ..pieces import holding
-from ..prompt_views import collapse
+from ..core.assembly import ContextRecord
+from ..core.declared import split_label
+from ..core.pieces import holding
+from ..core.prompt_views import collapse
 
 SEPARATORS = ("\n\n", "\n")  # CompactAndRefine, Refine, TreeSummarize repack with "\n\n"; SimpleSummarize joins with "\n"
 
