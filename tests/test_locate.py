@@ -369,3 +369,11 @@ def test_bare_sources_a_short_chunk_the_instructions_repeat_is_in_context_only_w
     got, status = measured(method, [A, rule, C], prompt, "Five days.")
     assert got["in_context"] == len(bare) and got["context_precision"] == pytest.approx(len(bare) / 3), (method, got, status)
     assert got["cited_positions"] == [] and got["wasted_context_tokens"] == sum(TOKENS.count(d["content"]) for d in bare)
+
+
+def test_entries_side_by_side_under_mixed_labels_are_one_block():
+    """A title label then numbers ("[Refund policy] ...", "[2] ..."), nothing between them: one
+    block of sources, not an example before them."""
+    prompt = f"[Refund policy] {A['content']}\n[2] {B['content']}\n\nQ: q"
+    record = locate([to_chunk(A, 1), to_chunk(B, 2)], prompt)
+    assert [(p.chunk_id, p.label) for p in record.placements] == [("faq-7", "Refund policy"), ("faq-8", "2")]

@@ -75,7 +75,11 @@ def this_turn(hits: dict[int, Hit], raw: Sequence[str], roles_of: Sequence[str])
     for n in sorted((n for n in labelled if hits[n].text == last), key=lambda n: hits[n].start):
         label = fold_label(label_at(text, hits[n].start)[0])
         written, label_start = label_style(text, hits[n].start)
-        if label in block or (style is not None and written != style) or _answers(text[previous_end:label_start], block):
+        gap = text[previous_end:label_start]
+        # a label written another way after text of its own (a heading, an example's question):
+        # another block; entries side by side under mixed labels ("[Refund policy]", "[2]") are one
+        restyled = style is not None and written != style and any(char.isalnum() for char in gap)
+        if label in block or restyled or _answers(gap, block):
             # another block came first (an example, an earlier turn): this turn's starts after its
             # last chunk (a source the example also showed may sit before this label)
             outside.update(block.values())
