@@ -97,6 +97,13 @@ LIBRARIES: dict[str, Library] = {
             ("google-genai >= 1.0, < 4",),
             "google-genai",
         ),
+        Library(
+            "haystack",
+            "ragtrace._internal.integrations.haystack",
+            "HaystackInstrumentor",
+            ("haystack-ai >= 2.9, < 4",),
+            "haystack",
+        ),
     )
 }
 
