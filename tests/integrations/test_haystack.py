@@ -1,0 +1,317 @@
+"""Haystack (haystack-ai), run the way its docs teach: an ``InMemoryDocumentStore``, an
+``InMemoryBM25Retriever``, a ``PromptBuilder`` (or ``ChatPromptBuilder``) and a generator, here
+a ``@component`` that answers without a model, in one ``Pipeline``.
+
+By hand, for the store below and the question "How long does a refund take?": BM25 scores the
+three refund documents above zero and the shipping one at zero (Haystack leaves it out), so the
+retriever (top_k=3) returns the three in its order; the template shows each as ``[n] <content>``,
+and the answer "Refunds take 5 business days [2]." cites [2]: retrieved 3, in context 3
+(recorded: ragtrace rendered the template itself), cited 1, recall 1/3, utilisation 1/3. Each
+document's offsets are where ``[n] `` ends in the prompt the builder returned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+
+import pytest
+
+os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")  # no telemetry thread, no network
+
+pytest.importorskip("haystack", reason="haystack-ai 3.x needs Python >= 3.11; installed for the 3.11 run")
+
+import ragtrace  # noqa: E402
+from haystack import Document, Pipeline, component  # noqa: E402
+from haystack.components.builders import ChatPromptBuilder, PromptBuilder  # noqa: E402
+from haystack.components.rankers import MetaFieldRanker  # noqa: E402
+from haystack.components.retrievers.in_memory import InMemoryBM25Retriever  # noqa: E402
+from haystack.dataclasses import ChatMessage  # noqa: E402
+from haystack.document_stores.in_memory import InMemoryDocumentStore  # noqa: E402
+
+pytestmark = pytest.mark.heavy  # haystack-ai needs Python 3.11: run once, on 3.11 (Makefile)
+
+QUESTION = "How long does a refund take?"
+ANSWER = "Refunds take 5 business days [2]."
+TEMPLATE = (
+    "Answer from the numbered sources and cite them as [n].\n"
+    "{% for doc in documents %}[{{ loop.index }}] {{ doc.content }}\n{% endfor %}"
+    "Question: {{ question }}\nAnswer:"
+)
+TEXTS = [
+    ("A refund is issued to the original card once the item is back.", 3),
+    ("Refunds take 5 business days to reach your bank.", 5),
+    ("Ask support for a refund if the parcel was damaged in transit.", 1),
+    ("Shipping to Norway costs 12 euros.", 4),
+]
+
+
+@component
+class Answerer:
+    """A generator without a model: always the same reply, with OpenAI-style meta."""
+
+    def __init__(self, reply: str = ANSWER) -> None:
+        self.reply = reply
+        self.prompts: list[str] = []
+
+    @component.output_types(replies=list[str], meta=list[dict])
+    def run(self, prompt: str) -> dict:
+        self.prompts.append(prompt)
+        return {"replies": [self.reply], "meta": [{"model": "answerer-1", "usage": {"prompt_tokens": 61, "completion_tokens": 9}, "finish_reason": "stop"}]}
+
+
+@component
+class ChatAnswerer:
+    """A chat generator without a model."""
+
+    @component.output_types(replies=list[ChatMessage])
+    def run(self, messages: list[ChatMessage]) -> dict:
+        return {"replies": [ChatMessage.from_assistant(ANSWER, meta={"model": "chat-1", "usage": {"prompt_tokens": 70, "completion_tokens": 9}})]}
+
+
+@pytest.fixture
+def haystack_on(spans):
+    assert ragtrace.instrument("haystack") == ["haystack"]
+    yield spans
+    ragtrace.uninstrument("haystack")
+
+
+def store() -> InMemoryDocumentStore:
+    documents = InMemoryDocumentStore()
+    documents.write_documents([Document(content=text, meta={"rating": rating}) for text, rating in TEXTS])
+    return documents
+
+
+def rag(template: str = TEMPLATE, ranker: bool = False) -> Pipeline:
+    pipeline = Pipeline()
+    pipeline.add_component("retriever", InMemoryBM25Retriever(document_store=store(), top_k=3))
+    pipeline.add_component("prompt_builder", PromptBuilder(template=template, required_variables=["question", "documents"]))
+    pipeline.add_component("llm", Answerer())
+    if ranker:
+        pipeline.add_component("ranker", MetaFieldRanker(meta_field="rating", top_k=2))
+        pipeline.connect("retriever.documents", "ranker.documents")
+        pipeline.connect("ranker.documents", "prompt_builder.documents")
+    else:
+        pipeline.connect("retriever.documents", "prompt_builder.documents")
+    pipeline.connect("prompt_builder.prompt", "llm.prompt")
+    return pipeline
+
+
+def inputs() -> dict:
+    return {"retriever": {"query": QUESTION}, "prompt_builder": {"question": QUESTION}}
+
+
+def metrics(span) -> dict:
+    return {k.removeprefix("rag.metrics."): v for k, v in span.attributes.items() if k.startswith("rag.metrics.")}
+
+
+def test_a_pipeline_run_is_one_pipeline_with_exact_figures(haystack_on):
+    spans = haystack_on
+    pipeline = rag()
+    out = pipeline.run(inputs(), include_outputs_from={"retriever", "prompt_builder"})
+    documents, prompt = out["retriever"]["documents"], out["prompt_builder"]["prompt"]
+    assert len(documents) == 3 and "Shipping" not in prompt
+
+    root = spans.one("pipeline")
+    retrieve, assemble, generate = spans.one("retrieve"), spans.one("assemble"), spans.one("generate")
+    for child in (retrieve, assemble, generate):
+        assert child.parent.span_id == root.context.span_id and child.context.trace_id == root.context.trace_id
+    assert root.attributes["gen_ai.workflow.name"] == "haystack"
+    assert root.attributes["rag.query.hash"]  # the first retriever's query is the pipeline's
+    assert retrieve.attributes["gen_ai.retrieval.query.text"] == QUESTION
+    assert list(retrieve.attributes["rag.retrieval.chunk_ids"]) == [d.id for d in documents]
+    assert retrieve.attributes["gen_ai.data_source.id"] == "InMemoryBM25Retriever"
+
+    a = assemble.attributes
+    assert a["rag.context.inclusion_method"] == "recorded"
+    assert list(a["rag.context.chunk_ids"]) == [d.id for d in documents]
+    assert list(a["rag.context.labels"]) == ["1", "2", "3"]
+    starts = [prompt.index(f"[{n}] ") + len(f"[{n}] ") for n in (1, 2, 3)]
+    assert list(a["rag.context.char_starts"]) == starts
+    assert list(a["rag.context.char_ends"]) == [s + len(d.content) for s, d in zip(starts, documents)]
+
+    g = generate.attributes
+    assert g["rag.generation.role"] == "answer" and g["gen_ai.response.model"] == "answerer-1"
+    assert (g["gen_ai.usage.input_tokens"], g["gen_ai.usage.output_tokens"]) == (61, 9)
+    assert g["gen_ai.response.finish_reasons"] == ("stop",)
+    assert list(g["rag.citation.ids"]) == [documents[1].id]
+    expected = {"retrieved": 3, "in_context": 3, "cited": 1, "recall_proxy": pytest.approx(1 / 3), "context_utilization": pytest.approx(1 / 3), "inclusion_method": "recorded"}
+    for span in (generate, root):
+        assert {k: metrics(span)[k] for k in expected} == expected
+
+
+def test_identical_outputs_with_ragtrace_on_and_off(spans):
+    off = rag().run(inputs(), include_outputs_from={"retriever", "prompt_builder"})
+    ragtrace.instrument("haystack")
+    try:
+        on = rag().run(inputs(), include_outputs_from={"retriever", "prompt_builder"})
+    finally:
+        ragtrace.uninstrument("haystack")
+    again = rag().run(inputs(), include_outputs_from={"retriever", "prompt_builder"})
+    assert on == off == again
+    assert spans.by_stage("pipeline") and len(spans.by_stage("pipeline")) == 1  # none after uninstrument
+
+
+def test_uninstrument_restores_the_tracer_and_the_builders(spans):
+    from haystack.tracing.tracer import ProxyTracer
+
+    before = (vars(ProxyTracer)["trace"], vars(PromptBuilder)["run"], vars(ChatPromptBuilder)["run"])
+    ragtrace.instrument("haystack")
+    assert vars(ProxyTracer)["trace"] is not before[0]
+    ragtrace.uninstrument("haystack")
+    assert (vars(ProxyTracer)["trace"], vars(PromptBuilder)["run"], vars(ChatPromptBuilder)["run"]) == before
+
+
+def test_a_filter_that_cuts_the_text_falls_back_to_located(haystack_on):
+    """``truncate`` cuts the marks off with the text: the rendering can't be matched, so the
+    documents are searched for in the prompt, and the record says so."""
+    template = TEMPLATE.replace("{{ doc.content }}", "{{ doc.content | truncate(45) }}")
+    out = rag(template).run(inputs(), include_outputs_from={"retriever"})
+    a = haystack_on.one("assemble").attributes
+    assert a["rag.context.inclusion_method"] == "located"
+    assert list(a["rag.context.chunk_ids"]) == [d.id for d in out["retriever"]["documents"]]
+    assert a["rag.context.truncated_count"] == 2  # Jinja cuts the two texts longer than 45 + its leeway of 5
+    assert metrics(haystack_on.one("pipeline"))["inclusion_method"] == "located"
+
+
+def test_a_filter_that_keeps_the_text_whole_is_still_recorded(haystack_on):
+    """``upper`` changes every letter but cuts nothing: the offsets are the uppercased texts'."""
+    template = TEMPLATE.replace("{{ doc.content }}", "{{ doc.content | upper }}")
+    out = rag(template).run(inputs(), include_outputs_from={"retriever", "prompt_builder"})
+    prompt, documents = out["prompt_builder"]["prompt"], out["retriever"]["documents"]
+    a = haystack_on.one("assemble").attributes
+    assert a["rag.context.inclusion_method"] == "recorded"
+    assert list(a["rag.context.char_starts"]) == [prompt.index(d.content.upper()) for d in documents]
+
+
+def test_a_document_the_template_leaves_out_is_not_in_the_prompt(haystack_on):
+    template = TEMPLATE.replace("{% for doc in documents %}", "{% for doc in documents[:2] %}")
+    out = rag(template).run(inputs(), include_outputs_from={"retriever"})
+    documents = out["retriever"]["documents"]
+    a = haystack_on.one("assemble").attributes
+    assert list(a["rag.context.chunk_ids"]) == [d.id for d in documents[:2]]
+    assert list(a["rag.context.dropped_ids"]) == [documents[2].id]
+    assert list(a["rag.context.dropped_reasons"]) == ["not_in_prompt"]
+    assert metrics(haystack_on.one("pipeline"))["in_context"] == 2
+
+
+def test_a_ranker_is_a_rerank_stage(haystack_on):
+    """MetaFieldRanker sorts the three retrieved by rating (5, 3, 1) and keeps two: the third is
+    reranked out, so the context has the two kept, and [2] is the rating-3 document."""
+    out = rag(ranker=True).run(inputs(), include_outputs_from={"retriever", "ranker"})
+    retrieved, kept = out["retriever"]["documents"], out["ranker"]["documents"]
+    assert [d.meta["rating"] for d in kept] == [5, 3]
+    rerank = haystack_on.one("rerank")
+    assert list(rerank.attributes["rag.rerank.output_ids"]) == [d.id for d in kept]
+    a = haystack_on.one("assemble").attributes
+    assert list(a["rag.context.chunk_ids"]) == [d.id for d in kept]
+    dropped = dict(zip(a["rag.context.dropped_ids"], a["rag.context.dropped_reasons"]))
+    assert dropped == {next(d.id for d in retrieved if d.meta["rating"] == 1): "reranked_out"}
+    m = metrics(haystack_on.one("pipeline"))
+    assert (m["retrieved"], m["in_context"], m["cited"]) == (3, 2, 1)
+    assert list(haystack_on.one("generate").attributes["rag.citation.ids"]) == [kept[1].id]
+
+
+def test_a_chat_prompt_builder_and_chat_generator(haystack_on):
+    template = [
+        ChatMessage.from_system("Answer from the numbered sources and cite them as [n]."),
+        ChatMessage.from_user("{% for doc in documents %}[{{ loop.index }}] {{ doc.content }}\n{% endfor %}Question: {{ question }}"),
+    ]
+    pipeline = Pipeline()
+    pipeline.add_component("retriever", InMemoryBM25Retriever(document_store=store(), top_k=3))
+    pipeline.add_component("prompt_builder", ChatPromptBuilder(template=template, required_variables=["question", "documents"]))
+    pipeline.add_component("llm", ChatAnswerer())
+    pipeline.connect("retriever.documents", "prompt_builder.documents")
+    pipeline.connect("prompt_builder.prompt", "llm.messages")
+    out = pipeline.run(inputs(), include_outputs_from={"retriever", "prompt_builder"})
+    documents, user = out["retriever"]["documents"], out["prompt_builder"]["prompt"][1].text
+    a = haystack_on.one("assemble").attributes
+    assert a["rag.context.inclusion_method"] == "recorded"
+    assert list(a["rag.context.message_indexes"]) == [1, 1, 1]
+    assert list(a["rag.context.char_starts"]) == [user.index(d.content) for d in documents]
+    g = haystack_on.one("generate").attributes
+    assert (g["gen_ai.usage.input_tokens"], g["gen_ai.response.model"]) == (70, "chat-1")
+    assert json.loads(g["gen_ai.input.messages"])[0]["role"] == "system"
+    m = metrics(haystack_on.one("pipeline"))
+    assert (m["retrieved"], m["in_context"], m["cited"]) == (3, 3, 1)
+
+
+def test_run_async_gives_the_same_figures(haystack_on):
+    out = asyncio.run(rag().run_async(inputs(), include_outputs_from={"retriever"}))
+    assert len(out["retriever"]["documents"]) == 3
+    root = haystack_on.one("pipeline")
+    for stage in ("retrieve", "assemble", "generate"):
+        assert haystack_on.one(stage).context.trace_id == root.context.trace_id
+    m = metrics(root)
+    assert (m["retrieved"], m["in_context"], m["cited"], m["inclusion_method"]) == (3, 3, 1, "recorded")
+
+
+def test_inside_a_rag_pipeline_the_components_are_its_stages(haystack_on):
+    with ragtrace.rag_pipeline("support", query=QUESTION) as run:
+        rag().run(inputs())
+    root = haystack_on.one("pipeline")
+    assert root.attributes["gen_ai.workflow.name"] == "support"
+    assert run.metrics["cited"] == 1 and run.metrics["retrieved"] == 3
+
+
+def test_a_query_rewrite_before_retrieval_is_not_the_answer(haystack_on):
+    """An LLM call before anything is retrieved, sent no documents, whose reply feeds the
+    retriever: a ``rewrite``, left out of the figures; the answer is the last call's."""
+    from haystack.components.converters import OutputAdapter
+
+    pipeline = Pipeline()
+    pipeline.add_component("rewrite_prompt", PromptBuilder(template="Rewrite as a search query: {{ question }}", required_variables=["question"]))
+    pipeline.add_component("rewriter", Answerer(reply="refund duration"))
+    pipeline.add_component("to_query", OutputAdapter(template="{{ replies[0] }}", output_type=str))
+    pipeline.add_component("retriever", InMemoryBM25Retriever(document_store=store(), top_k=3))
+    pipeline.add_component("prompt_builder", PromptBuilder(template=TEMPLATE, required_variables=["question", "documents"]))
+    pipeline.add_component("llm", Answerer())
+    pipeline.connect("rewrite_prompt.prompt", "rewriter.prompt")
+    pipeline.connect("rewriter.replies", "to_query.replies")
+    pipeline.connect("to_query.output", "retriever.query")
+    pipeline.connect("retriever.documents", "prompt_builder.documents")
+    pipeline.connect("prompt_builder.prompt", "llm.prompt")
+    out = pipeline.run({"rewrite_prompt": {"question": QUESTION}, "prompt_builder": {"question": QUESTION}}, include_outputs_from={"retriever"})
+    roles = sorted(s.attributes["rag.generation.role"] for s in haystack_on.by_stage("generate"))
+    assert roles == ["answer", "rewrite"]
+    assert haystack_on.one("retrieve").attributes["gen_ai.retrieval.query.text"] == "refund duration"
+    m = metrics(haystack_on.one("pipeline"))
+    assert (m["retrieved"], m["in_context"], m["cited"]) == (len(out["retriever"]["documents"]), len(out["retriever"]["documents"]), 1)
+
+
+def test_a_failing_component_passes_its_error_through(haystack_on):
+    from haystack.core.errors import PipelineRuntimeError
+
+    @component
+    class Broken:
+        @component.output_types(replies=list[str])
+        def run(self, prompt: str) -> dict:
+            raise ValueError("model down")
+
+    pipeline = rag()
+    pipeline.remove_component("llm")
+    pipeline.add_component("llm", Broken())
+    pipeline.connect("prompt_builder.prompt", "llm.prompt")
+    with pytest.raises(PipelineRuntimeError) as raised:
+        pipeline.run(inputs())
+    assert isinstance(raised.value.__cause__, ValueError)
+    generate, root = haystack_on.one("generate"), haystack_on.one("pipeline")
+    assert not generate.status.is_ok and not root.status.is_ok
+
+
+def test_redact_mode_leaks_nothing(haystack_on):
+    ragtrace.configure(tracer_provider=haystack_on.provider, capture_content="redact")
+    documents = InMemoryDocumentStore()
+    documents.write_documents([Document(content=f"refund MARKER-DOC-{n} takes days") for n in range(3)])
+    pipeline = Pipeline()
+    pipeline.add_component("retriever", InMemoryBM25Retriever(document_store=documents, top_k=3))
+    pipeline.add_component("prompt_builder", PromptBuilder(template=TEMPLATE + " MARKER-PROMPT", required_variables=["question", "documents"]))
+    pipeline.add_component("llm", Answerer(reply="MARKER-ANSWER [1]"))
+    pipeline.connect("retriever.documents", "prompt_builder.documents")
+    pipeline.connect("prompt_builder.prompt", "llm.prompt")
+    pipeline.run({"retriever": {"query": "refund MARKER-QUESTION"}, "prompt_builder": {"question": "refund MARKER-QUESTION"}})
+    exported = json.dumps([{"name": s.name, "attributes": dict(s.attributes), "events": [dict(e.attributes) for e in s.events]} for s in haystack_on.all()], default=str)
+    for marker in ("MARKER-DOC", "MARKER-PROMPT", "MARKER-ANSWER", "MARKER-QUESTION"):
+        assert marker not in exported
+    assert metrics(haystack_on.one("pipeline"))["cited"] == 1  # the figures are still there
