@@ -315,3 +315,37 @@ def test_redact_mode_leaks_nothing(haystack_on):
     for marker in ("MARKER-DOC", "MARKER-PROMPT", "MARKER-ANSWER", "MARKER-QUESTION"):
         assert marker not in exported
     assert metrics(haystack_on.one("pipeline"))["cited"] == 1  # the figures are still there
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_openais_chat_generator_beside_the_openai_integration_is_one_generation(spans, chat_server, streamed):
+    """Haystack's ``OpenAIChatGenerator`` against the loopback OpenAI server, with the OpenAI
+    integration on too: the SDK call inside the component is left to its generate span (one
+    generation, not two), whose usage and model are the API's (42 + 9 tokens). Streamed, the app's
+    ``streaming_callback`` still gets every chunk."""
+    from haystack.components.generators.chat import OpenAIChatGenerator
+    from haystack.utils import Secret
+
+    url, received = chat_server
+    chunks: list[object] = []
+    assert ragtrace.instrument("haystack", "openai") == ["haystack", "openai"]
+    try:
+        template = [ChatMessage.from_user("{% for doc in documents %}[{{ loop.index }}] {{ doc.content }}\n{% endfor %}Question: {{ question }}")]
+        pipeline = Pipeline()
+        pipeline.add_component("retriever", InMemoryBM25Retriever(document_store=store(), top_k=3))
+        pipeline.add_component("prompt_builder", ChatPromptBuilder(template=template, required_variables=["question", "documents"]))
+        pipeline.add_component("llm", OpenAIChatGenerator(api_key=Secret.from_token("k"), model="gpt-4o-mini", api_base_url=f"{url}/v1", streaming_callback=chunks.append if streamed else None))
+        pipeline.connect("retriever.documents", "prompt_builder.documents")
+        pipeline.connect("prompt_builder.prompt", "llm.messages")
+        out = pipeline.run(inputs(), include_outputs_from={"retriever"})
+    finally:
+        ragtrace.uninstrument("haystack", "openai")
+    assert out["llm"]["replies"][0].text == "Refunds take 5 business days [1]." and len(received) == 1
+    assert bool(chunks) is streamed
+    g = spans.one("generate").attributes
+    assert g["gen_ai.provider.name"] == "openai" and g["gen_ai.response.model"] == "gpt-4o-mini-2024-07-18"
+    if not streamed:  # Haystack asks for no stream usage unless told to
+        assert (g["gen_ai.usage.input_tokens"], g["gen_ai.usage.output_tokens"]) == (42, 9)
+    assert list(g["rag.citation.ids"]) == [out["retriever"]["documents"][0].id]
+    m = metrics(spans.one("pipeline"))
+    assert (m["retrieved"], m["in_context"], m["cited"], m["inclusion_method"]) == (3, 3, 1, "recorded")
