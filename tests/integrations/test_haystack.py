@@ -349,3 +349,29 @@ def test_openais_chat_generator_beside_the_openai_integration_is_one_generation(
     assert list(g["rag.citation.ids"]) == [out["retriever"]["documents"][0].id]
     m = metrics(spans.one("pipeline"))
     assert (m["retrieved"], m["in_context"], m["cited"], m["inclusion_method"]) == (3, 3, 1, "recorded")
+
+
+def test_instrument_never_imports_haystack_and_hooks_it_when_the_app_does(tmp_path):
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from opentelemetry.sdk.trace import TracerProvider\n"
+        "from opentelemetry.sdk.trace.export import SimpleSpanProcessor\n"
+        "from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter\n"
+        "import ragtrace\n"
+        "exporter = InMemorySpanExporter(); provider = TracerProvider(); provider.add_span_processor(SimpleSpanProcessor(exporter))\n"
+        "ragtrace.configure(tracer_provider=provider)\n"
+        "print('INSTRUMENTED', 'haystack' in ragtrace.instrument(), 'haystack' in sys.modules)\n"
+        "sys.path.insert(0, sys.argv[1])\n"
+        "from test_haystack import inputs, rag\n"
+        "rag().run(inputs())\n"
+        "print('STAGES', sorted(s.attributes.get('rag.stage') for s in exporter.get_finished_spans()))\n"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {**os.environ, "HAYSTACK_TELEMETRY_ENABLED": "False", "PYTHONPATH": root}  # this checkout's ragtrace
+    done = subprocess.run([sys.executable, "-c", code, os.path.dirname(__file__)], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "INSTRUMENTED True False" in done.stdout
+    assert "STAGES ['assemble', 'generate', 'pipeline', 'retrieve']" in done.stdout

@@ -30,6 +30,8 @@ span reads them there, whatever the app's content-tracing setting, then passes t
 from __future__ import annotations
 
 import contextlib
+import functools
+import sys
 import time
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
@@ -66,22 +68,32 @@ class HaystackInstrumentor(RagtraceInstrumentor):
 
     def _instrument(self, **kwargs: Any) -> None:
         global _tracker
-        from haystack.components.builders import ChatPromptBuilder, PromptBuilder
-
         _tracker = _Tracker(self.tracer_provider(kwargs))
-        wrapt.wrap_function_wrapper("haystack.tracing.tracer", "ProxyTracer.trace", _trace)
-        for builder in (PromptBuilder, ChatPromptBuilder):
-            wrapt.wrap_function_wrapper(builder, "run", _built)
+        # never import Haystack for the app (about 1 s): each wrapper goes on when its module is
+        # imported, at once if it already is
+        for module, owner, name, wrapper in _WRAPPED:
+            wrapt.register_post_import_hook(functools.partial(_wrap, owner=owner, name=name, wrapper=wrapper), module)
 
     def _uninstrument(self, **kwargs: Any) -> None:
         global _tracker
-        from haystack.components.builders import ChatPromptBuilder, PromptBuilder
-        from haystack.tracing.tracer import ProxyTracer
+        _tracker = None  # a hook still waiting for its module's import now does nothing
+        for module, owner, name, _ in _WRAPPED:
+            found = sys.modules.get(module)
+            if found is not None and isinstance(getattr(found, owner, None), type):
+                unwrap(getattr(found, owner), name)
 
-        _tracker = None
-        unwrap(ProxyTracer, "trace")
-        for builder in (PromptBuilder, ChatPromptBuilder):
-            unwrap(builder, "run")
+
+def _wrap(module: Any, *, owner: str, name: str, wrapper: Any) -> None:
+    """Put ragtrace's ``wrapper`` on ``owner.name`` of a just-imported module, once."""
+    cls = getattr(module, owner, None)
+    if _tracker is None or not isinstance(cls, type):
+        return
+    current = vars(cls).get(name)
+    while hasattr(current, "__wrapped__"):
+        if (getattr(getattr(current, "_self_wrapper", None), "__module__", None) or "").startswith("ragtrace."):
+            return  # already on (an earlier instrument()'s hook)
+        current = current.__wrapped__
+    call_guarded(_LABEL, wrapt.wrap_function_wrapper, cls, name, wrapper)
 
 
 @dataclass(eq=False)
@@ -336,3 +348,11 @@ def _span_class() -> Any:
 
 def _proxy(span: Any, tracker: _Tracker, component: _Component) -> Any:
     return _span_class()(span, tracker, component)
+
+
+# (module, class, method, ragtrace's wrapper): what instrument() wraps, each when its module is imported
+_WRAPPED = (
+    ("haystack.tracing.tracer", "ProxyTracer", "trace", _trace),
+    ("haystack.components.builders.prompt_builder", "PromptBuilder", "run", _built),
+    ("haystack.components.builders.chat_prompt_builder", "ChatPromptBuilder", "run", _built),
+)
