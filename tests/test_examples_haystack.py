@@ -13,8 +13,17 @@ import math
 from pathlib import Path
 
 import pytest
-
-from test_examples import by_trace, example_env, figures, read_spans, root_of, run, run_ok, stage, without_ragtrace_lines
+from test_examples import (
+    by_trace,
+    example_env,
+    figures,
+    read_spans,
+    root_of,
+    run,
+    run_ok,
+    stage,
+    without_ragtrace_lines,
+)
 
 pytest.importorskip("haystack", reason="haystack-ai 3.x needs Python >= 3.11; installed for the 3.11 run")
 

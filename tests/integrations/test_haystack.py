@@ -22,13 +22,14 @@ os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")  # no telemetry thr
 
 pytest.importorskip("haystack", reason="haystack-ai 3.x needs Python >= 3.11; installed for the 3.11 run")
 
-import ragtrace  # noqa: E402
-from haystack import Document, Pipeline, component  # noqa: E402
-from haystack.components.builders import ChatPromptBuilder, PromptBuilder  # noqa: E402
-from haystack.components.rankers import MetaFieldRanker  # noqa: E402
-from haystack.components.retrievers.in_memory import InMemoryBM25Retriever  # noqa: E402
-from haystack.dataclasses import ChatMessage  # noqa: E402
-from haystack.document_stores.in_memory import InMemoryDocumentStore  # noqa: E402
+from haystack import Document, Pipeline, component
+from haystack.components.builders import ChatPromptBuilder, PromptBuilder
+from haystack.components.rankers import MetaFieldRanker
+from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
+from haystack.dataclasses import ChatMessage
+from haystack.document_stores.in_memory import InMemoryDocumentStore
+
+import ragtrace
 
 pytestmark = pytest.mark.heavy  # haystack-ai needs Python 3.11: run once, on 3.11 (Makefile)
 
@@ -375,3 +376,29 @@ def test_instrument_never_imports_haystack_and_hooks_it_when_the_app_does(tmp_pa
     assert done.returncode == 0, done.stderr
     assert "INSTRUMENTED True False" in done.stdout
     assert "STAGES ['assemble', 'generate', 'pipeline', 'retrieve']" in done.stdout
+
+
+def test_an_apps_own_prompt_component_is_the_assembly_located(haystack_on):
+    """A ``@component`` of the app's that turns ``documents`` into a ``prompt``: ragtrace can't
+    render it again, so the documents are located in the prompt it returned."""
+
+    @component
+    class MyPrompt:
+        @component.output_types(prompt=str)
+        def run(self, documents: list[Document], question: str) -> dict:
+            sources = "\n".join(f"Source {n}: {d.content}" for n, d in enumerate(documents, 1))
+            return {"prompt": f"{sources}\nQuestion: {question}"}
+
+    pipeline = rag()
+    pipeline.remove_component("prompt_builder")
+    pipeline.add_component("prompt_builder", MyPrompt())
+    pipeline.connect("retriever.documents", "prompt_builder.documents")
+    pipeline.connect("prompt_builder.prompt", "llm.prompt")
+    out = pipeline.run(inputs(), include_outputs_from={"retriever", "prompt_builder"})
+    documents, prompt = out["retriever"]["documents"], out["prompt_builder"]["prompt"]
+    a = haystack_on.one("assemble").attributes
+    assert a["rag.context.inclusion_method"] == "located"
+    assert list(a["rag.context.chunk_ids"]) == [d.id for d in documents]
+    assert list(a["rag.context.char_starts"]) == [prompt.index(d.content) for d in documents]
+    assert list(a["rag.context.labels"]) == ["1", "2", "3"]
+    assert list(haystack_on.one("generate").attributes["rag.citation.ids"]) == [documents[1].id]

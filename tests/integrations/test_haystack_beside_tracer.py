@@ -19,15 +19,15 @@ os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
 pytest.importorskip("haystack", reason="haystack-ai 3.x needs Python >= 3.11; installed for the 3.11 run")
 pytest.importorskip("haystack_integrations.tracing.opentelemetry", reason="opentelemetry-haystack comes with haystack-ai (3.11 run)")
 
-from haystack import tracing  # noqa: E402
-from haystack_integrations.tracing.opentelemetry import OpenTelemetryTracer  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+from haystack import tracing
+from haystack_integrations.tracing.opentelemetry import OpenTelemetryTracer
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-import ragtrace  # noqa: E402
+import ragtrace
 
-from .test_haystack import inputs, metrics, rag  # noqa: E402
+from .test_haystack import inputs, metrics, rag
 
 pytestmark = pytest.mark.heavy
 

@@ -4,7 +4,8 @@ A Haystack component has no base class that says what it does; its contract is i
 ``haystack.component.run`` spans carry the component's type (and, since 2.x's later releases,
 its fully qualified type) and its input and output sockets, which is all the stage is told from:
 
-- ``PromptBuilder`` / ``ChatPromptBuilder`` of ``haystack.components.builders``: assemble;
+- ``PromptBuilder`` / ``ChatPromptBuilder`` of ``haystack.components.builders``, or any component
+  with a ``documents`` input and a ``prompt`` output (the app's own prompt component): assemble;
 - a component with a ``replies`` output (every generator and chat generator, a user's own
   ``@component`` generator): generate;
 - a ``documents`` output from ``query`` and ``documents`` inputs, or a component of a
@@ -39,7 +40,7 @@ def stage_of(tags: Mapping[str, Any]) -> str | None:
     qualified = tags.get(QUALIFIED_TAG)
     qualified = qualified if isinstance(qualified, str) else ""
     inputs, outputs = _sockets(tags.get(INPUTS_TAG)), _sockets(tags.get(OUTPUTS_TAG))
-    if kind in BUILDERS and (not qualified or qualified.startswith(_BUILDERS_PACKAGE)) and "prompt" in outputs:
+    if "prompt" in outputs and ("documents" in inputs or (kind in BUILDERS and (not qualified or qualified.startswith(_BUILDERS_PACKAGE)))):
         return names.STAGE_ASSEMBLE
     if "replies" in outputs:
         return names.STAGE_GENERATE

@@ -15,7 +15,8 @@ span reads them there, whatever the app's content-tracing setting, then passes t
 - each ``haystack.component.run`` is the stage its sockets say (``_haystack_components``):
   retrievers are retrieve stages (``query``, ``top_k`` when given at run time, the documents with
   their ids and scores), rankers rerank stages (candidates in, new order out),
-  ``PromptBuilder`` / ``ChatPromptBuilder`` the assemble stage and generators generate stages;
+  ``PromptBuilder`` / ``ChatPromptBuilder`` (or the app's own component turning ``documents``
+  into a ``prompt``) the assemble stage and generators generate stages;
 - a builder's documents are placed where it rendered them, known by rendering its template again
   (``_haystack_render``): *recorded*; where that rendering can't be matched, located in its prompt;
 - a generator's context is the assembly whose prompt is the one it was sent (Haystack's own data
@@ -41,7 +42,8 @@ from typing import Any
 import wrapt
 from opentelemetry import trace
 
-from .. import names, state as state_module
+from .. import names
+from .. import state as state_module
 from ..assemble_stage import Assemble
 from ..generation import Generate
 from ..guard import call_guarded, guard
