@@ -356,15 +356,11 @@ def test_instrument_never_imports_haystack_and_hooks_it_when_the_app_does(tmp_pa
     import subprocess
     import sys
 
+    from fresh_interpreter import RAGTRACE_IN_MEMORY
+
     code = (
-        "import sys\n"
-        "from opentelemetry.sdk.trace import TracerProvider\n"
-        "from opentelemetry.sdk.trace.export import SimpleSpanProcessor\n"
-        "from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter\n"
-        "import ragtrace\n"
-        "exporter = InMemorySpanExporter(); provider = TracerProvider(); provider.add_span_processor(SimpleSpanProcessor(exporter))\n"
-        "ragtrace.configure(tracer_provider=provider)\n"
-        "print('INSTRUMENTED', 'haystack' in ragtrace.instrument(), 'haystack' in sys.modules)\n"
+        RAGTRACE_IN_MEMORY
+        + "print('INSTRUMENTED', 'haystack' in ragtrace.instrument(), 'haystack' in sys.modules)\n"
         "sys.path.insert(0, sys.argv[1])\n"
         "from test_haystack import inputs, rag\n"
         "rag().run(inputs())\n"
