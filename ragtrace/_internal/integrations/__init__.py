@@ -101,7 +101,7 @@ LIBRARIES: dict[str, Library] = {
             "haystack",
             "ragtrace._internal.integrations.haystack",
             "HaystackInstrumentor",
-            ("haystack-ai >= 2.9, < 4",),
+            ("haystack-ai >= 2.24, < 4",),
             "haystack",
         ),
     )

@@ -1,4 +1,4 @@
-"""Haystack (haystack-ai 2.9 to 3.x), through its own tracing interface, beside the app's tracer.
+"""Haystack (haystack-ai 2.24 to 3.x), through its own tracing interface, beside the app's tracer.
 
 Haystack reports every pipeline run and component run to one global ``ProxyTracer``
 (``haystack.tracing.tracer``), whose ``actual_tracer`` slot is the app's (``enable_tracing``,
@@ -9,7 +9,8 @@ spans give each component's inputs and outputs to ``Span.set_content_tag`` (the 
 documents for a custom tracer; its own spans keep them only with content tracing on): ragtrace's
 span reads them there, whatever the app's content-tracing setting, then passes them on unchanged.
 
-- one ``Pipeline.run`` / ``run_async`` (``haystack.pipeline.run``) is one pipeline root, unless a
+- one ``Pipeline.run`` / ``run_async`` (``haystack.pipeline.run``; 2.x's ``AsyncPipeline``:
+  ``haystack.async_pipeline.run``) is one pipeline root, unless a
   ``rag_pipeline`` (or an outer Haystack pipeline) is already open; its query is the first
   retriever's;
 - each ``haystack.component.run`` is the stage its sockets say (``_haystack_components``):
@@ -56,7 +57,7 @@ from ._haystack_render import recorded, rendered_spans
 from .base import RagtraceInstrumentor
 
 _LABEL = "haystack instrumentation"
-_PIPELINE_RUN = "haystack.pipeline.run"
+_PIPELINE_RUNS = frozenset({"haystack.pipeline.run", "haystack.async_pipeline.run"})  # 2.x's AsyncPipeline has its own
 _COMPONENT_RUN = "haystack.component.run"
 _AGENT_RUN = "haystack.agent.run"
 _INPUT, _OUTPUT = "haystack.component.input", "haystack.component.output"
@@ -145,7 +146,7 @@ class _Tracker:
             component = _Component(_AGENT_RUN, tags, None)
             component.tokens.append((_agent, _agent.set(True)))
             return component
-        if operation == _PIPELINE_RUN:
+        if operation in _PIPELINE_RUNS:
             return self._pipeline(tags) if _run.get() is None else None  # an inner pipeline is part of the outer run
         kind = parts.stage_of(tags)
         if kind is None or _agent.get():
@@ -268,7 +269,7 @@ def _trace(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str,
     args, kwargs = _unwrapped_parent(args, kwargs)
     tracker = _tracker
     operation = args[0] if args else kwargs.get("operation_name")
-    if tracker is None or operation not in (_PIPELINE_RUN, _COMPONENT_RUN, _AGENT_RUN):
+    if tracker is None or (operation not in _PIPELINE_RUNS and operation not in (_COMPONENT_RUN, _AGENT_RUN)):
         return wrapped(*args, **kwargs)
     tags = kwargs["tags"] if "tags" in kwargs else args[1] if len(args) > 1 else None
     return _traced(wrapped(*args, **kwargs), tracker, operation, tags if isinstance(tags, Mapping) else {})
