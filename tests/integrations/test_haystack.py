@@ -212,11 +212,17 @@ def test_a_ranker_is_a_rerank_stage(haystack_on):
     assert list(haystack_on.one("generate").attributes["rag.citation.ids"]) == [kept[1].id]
 
 
-def test_a_chat_prompt_builder_and_chat_generator(haystack_on):
-    template = [
-        ChatMessage.from_system("Answer from the numbered sources and cite them as [n]."),
-        ChatMessage.from_user("{% for doc in documents %}[{{ loop.index }}] {{ doc.content }}\n{% endfor %}Question: {{ question }}"),
-    ]
+@pytest.mark.parametrize("as_string", [False, True], ids=["messages", "string"])
+def test_a_chat_prompt_builder_and_chat_generator(haystack_on, as_string):
+    """Its template as ChatMessages, or as one string of ``{% message %}`` blocks (rendered, then
+    read back as JSON lines: the marks survive the round trip)."""
+    system = "Answer from the numbered sources and cite them as [n]."
+    user = "{% for doc in documents %}[{{ loop.index }}] {{ doc.content }}\n{% endfor %}Question: {{ question }}"
+    template = (
+        f'{{% message role="system" %}}{system}{{% endmessage %}}\n{{% message role="user" %}}{user}{{% endmessage %}}'
+        if as_string
+        else [ChatMessage.from_system(system), ChatMessage.from_user(user)]
+    )
     pipeline = Pipeline()
     pipeline.add_component("retriever", InMemoryBM25Retriever(document_store=store(), top_k=3))
     pipeline.add_component("prompt_builder", ChatPromptBuilder(template=template, required_variables=["question", "documents"]))

@@ -118,7 +118,7 @@ class _Run:
 class _Component:
     """A traced Haystack span: a pipeline run, or a component run that is a stage."""
 
-    kind: str  # names.STAGE_PIPELINE or the component's stage
+    kind: str  # names.STAGE_PIPELINE, the component's stage, or _AGENT_RUN
     tags: Mapping[str, Any]
     run: _Run | None
     started: int = 0  # epoch ns: the stage spans the component's run, opened once its inputs are known
