@@ -18,9 +18,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .. import names
-from ..assemble_stage import Assemble
-from ..assembly import ContextRecord, Drop, Placement
-from ..source_labels import label_at
+from ..core.assembly import ContextRecord, Drop, Placement
+from ..core.source_labels import label_at
+from ..stages.assemble_stage import Assemble
 from ._haystack_components import documents_in, prompt_of
 
 _OPEN, _MID, _CLOSE = "\ue000", "\ue001", "\ue002"

@@ -44,13 +44,13 @@ import wrapt
 from opentelemetry import trace
 
 from .. import names
-from .. import state as state_module
-from ..assemble_stage import Assemble
-from ..generation import Generate
-from ..guard import call_guarded, guard
-from ..pipeline import RagPipeline
-from ..retrieval import Rerank, Retrieve
-from ..stage import Stage
+from ..core.guard import call_guarded, guard
+from ..stages import state as state_module
+from ..stages.assemble_stage import Assemble
+from ..stages.generation import Generate
+from ..stages.pipeline import RagPipeline
+from ..stages.retrieval import Rerank, Retrieve
+from ..stages.stage import Stage
 from . import _haystack_components as parts
 from ._common import Attached, add_usage, unwrap
 from ._haystack_render import recorded, rendered_spans
