@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-chromadb = pytest.importorskip("chromadb", reason="chromadb is installed on Python 3.11 only (pyproject's test extra)")
+chromadb = pytest.importorskip("chromadb", reason="chromadb is not installed (pyproject's test extra installs it on Python 3.11 only)")
 from chromadb.api.models.Collection import Collection
 from chromadb.utils.embedding_functions import EmbeddingFunction
 from loopback import ANSWER

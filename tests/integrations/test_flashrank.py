@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-flashrank = pytest.importorskip("flashrank", reason="flashrank is installed on Python 3.11 only (pyproject's test extra)")
+flashrank = pytest.importorskip("flashrank", reason="flashrank is not installed (pyproject's test extra installs it on Python 3.11 only)")
 import numpy as np
 from flashrank import Ranker, RerankRequest
 from tokenizers import Tokenizer, models, pre_tokenizers

@@ -267,3 +267,15 @@ def test_a_version_outside_the_range_is_left_alone_with_one_line(spans, monkeypa
         f"ragtrace: not instrumenting qdrant: qdrant-client {metadata.version('qdrant-client')} is outside the supported range >=99"
     ]
     assert vars(QdrantClient)["query_points"] is original
+
+
+@pytest.mark.parametrize("nested", [False, True], ids=["document", "nearest-document"])
+def test_a_text_query_is_the_spans_query(on, nested):
+    """A ``models.Document`` query is text Qdrant embeds (with fastembed, not installed here: the
+    client raises ImportError, which passes through); its text is the retrieve span's query."""
+    document = models.Document(text=QUESTION, model="sentence-transformers/all-MiniLM-L6-v2")
+    with pytest.raises(ImportError, match="fastembed"):
+        qdrant().query_points("kb", query=models.NearestQuery(nearest=document) if nested else document)
+    retrieved = on.one("retrieve")
+    assert retrieved.attributes["gen_ai.retrieval.query.text"] == QUESTION
+    assert retrieved.status.status_code.name == "ERROR"
