@@ -395,3 +395,25 @@ def test_an_apps_own_prompt_component_is_the_assembly_located(haystack_on):
     assert list(a["rag.context.char_starts"]) == [prompt.index(d.content) for d in documents]
     assert list(a["rag.context.labels"]) == ["1", "2", "3"]
     assert list(haystack_on.one("generate").attributes["rag.citation.ids"]) == [documents[1].id]
+
+
+def test_the_pipelines_metadata_names_the_root_and_tracer_provider_is_honoured(spans):
+    """``Pipeline(metadata={"name": ...})`` names the root; ``instrument(tracer_provider=...)``
+    sends the spans to that provider, not ragtrace's configured one."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter, provider = InMemorySpanExporter(), TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    assert ragtrace.instrument("haystack", tracer_provider=provider) == ["haystack"]
+    try:
+        pipeline = rag()
+        pipeline.metadata = {"name": "support-bot"}
+        pipeline.run(inputs())
+    finally:
+        ragtrace.uninstrument("haystack")
+    assert spans.all() == []
+    (root,) = [s for s in exporter.get_finished_spans() if s.attributes.get("rag.stage") == "pipeline"]
+    assert root.attributes["gen_ai.workflow.name"] == "support-bot" and root.name == "invoke_workflow support-bot"
+    assert {s.attributes.get("rag.stage") for s in exporter.get_finished_spans()} == {"pipeline", "retrieve", "assemble", "generate"}
