@@ -370,7 +370,7 @@ def test_instrument_never_imports_haystack_and_hooks_it_when_the_app_does(tmp_pa
     )
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = {**os.environ, "HAYSTACK_TELEMETRY_ENABLED": "False", "PYTHONPATH": root}  # this checkout's ragtrace
-    done = subprocess.run([sys.executable, "-c", code, os.path.dirname(__file__)], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
+    done = subprocess.run([sys.executable, "-c", code, os.path.dirname(__file__)], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env, check=False)
     assert done.returncode == 0, done.stderr
     assert "INSTRUMENTED True False" in done.stdout
     assert "STAGES ['assemble', 'generate', 'pipeline', 'retrieve']" in done.stdout
@@ -402,7 +402,9 @@ def test_the_pipelines_metadata_names_the_root_and_tracer_provider_is_honoured(s
     sends the spans to that provider, not ragtrace's configured one."""
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+        InMemorySpanExporter,
+    )
 
     exporter, provider = InMemorySpanExporter(), TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
@@ -417,3 +419,47 @@ def test_the_pipelines_metadata_names_the_root_and_tracer_provider_is_honoured(s
     (root,) = [s for s in exporter.get_finished_spans() if s.attributes.get("rag.stage") == "pipeline"]
     assert root.attributes["gen_ai.workflow.name"] == "support-bot" and root.name == "invoke_workflow support-bot"
     assert {s.attributes.get("rag.stage") for s in exporter.get_finished_spans()} == {"pipeline", "retrieve", "assemble", "generate"}
+
+
+VOCABULARY = ("refund", "days", "card", "shipping")
+
+
+@component
+class WordsEmbedder:
+    """A text embedder without a model: one dimension per vocabulary word the text holds."""
+
+    @component.output_types(embedding=list[float], meta=dict)
+    def run(self, text: str) -> dict:
+        words = text.lower()
+        return {"embedding": [float(word in words) for word in VOCABULARY], "meta": {"model": "words-1", "usage": {"prompt_tokens": len(text.split())}}}
+
+
+def test_an_embedding_retrieval_with_its_text_embedder(haystack_on):
+    """By hand: the question holds "refund" and "days" ([1, 1, 0, 0]); the store's dot products
+    are 2 (days), 1 (card), 0 (shipping), so top_k=2 returns the first two, shown as [1] and [2];
+    the answer cites [1]: retrieved 2, in context 2, cited 1, recall 1/2. The embedder's text is the
+    pipeline's query (an embedding retriever is given none)."""
+    from haystack.components.retrievers.in_memory import InMemoryEmbeddingRetriever
+
+    question = "How many days does a refund take?"
+    documents = InMemoryDocumentStore()
+    texts = {"Refunds take 5 business days.": [1.0, 1.0, 0.0, 0.0], "A refund goes back to the original card.": [1.0, 0.0, 1.0, 0.0], "Shipping costs 12 euros.": [0.0, 0.0, 0.0, 1.0]}
+    documents.write_documents([Document(content=text, embedding=vector) for text, vector in texts.items()])
+    pipeline = Pipeline()
+    pipeline.add_component("embedder", WordsEmbedder())
+    pipeline.add_component("retriever", InMemoryEmbeddingRetriever(document_store=documents, top_k=2))
+    pipeline.add_component("prompt_builder", PromptBuilder(template=TEMPLATE, required_variables=["question", "documents"]))
+    pipeline.add_component("llm", Answerer(reply="Five business days [1]."))
+    pipeline.connect("embedder.embedding", "retriever.query_embedding")
+    pipeline.connect("retriever.documents", "prompt_builder.documents")
+    pipeline.connect("prompt_builder.prompt", "llm.prompt")
+    out = pipeline.run({"embedder": {"text": question}, "prompt_builder": {"question": question}}, include_outputs_from={"retriever"})
+    found = out["retriever"]["documents"]
+    assert [d.content for d in found] == list(texts)[:2] and [d.score for d in found] == [2.0, 1.0]
+    root, embed = haystack_on.one("pipeline"), haystack_on.one("embed")
+    assert embed.parent.span_id == root.context.span_id
+    assert embed.attributes["gen_ai.embeddings.dimension.count"] == 4 and embed.attributes["gen_ai.usage.input_tokens"] == 7  # words, as the stand-in counts
+    assert haystack_on.one("retrieve").attributes["gen_ai.retrieval.documents"] == json.dumps([{"id": d.id, "score": d.score} for d in found], separators=(",", ":"))
+    assert root.attributes["rag.query.hash"]  # the embedder's text
+    m = metrics(root)
+    assert (m["retrieved"], m["in_context"], m["cited"], m["recall_proxy"], m["inclusion_method"]) == (2, 2, 1, 0.5, "recorded")

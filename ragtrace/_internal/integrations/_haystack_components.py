@@ -13,7 +13,9 @@ its fully qualified type) and its input and output sockets, which is all the sta
 - a ``documents`` output without a ``documents`` input, from a component of a ``retrievers``
   package or one with a ``query`` input: retrieve.
 
-Everything else (embedders, joiners, converters, writers, an ``AnswerBuilder``) is no stage.
+- a ``text`` input and an ``embedding`` output (a text embedder, the query's): embed.
+
+Everything else (document embedders, joiners, converters, writers, an ``AnswerBuilder``) is no stage.
 Nothing here imports Haystack: its objects are read by their attributes.
 """
 
@@ -44,6 +46,8 @@ def stage_of(tags: Mapping[str, Any]) -> str | None:
         return names.STAGE_ASSEMBLE
     if "replies" in outputs:
         return names.STAGE_GENERATE
+    if "text" in inputs and "embedding" in outputs:
+        return names.STAGE_EMBED
     if "documents" not in outputs:
         return None
     packages = qualified.split(".")[:-1]
@@ -66,17 +70,19 @@ def receivers(tags: Mapping[str, Any], socket: str) -> list[Any]:
     return list(names_) if isinstance(names_, (list, tuple)) else []
 
 
-def provider_of(qualified: Any) -> str | None:
-    """``haystack.components.generators.chat.openai.OpenAIChatGenerator`` -> ``openai``;
+def provider_of(qualified: Any, package: str) -> str | None:
+    """The provider a Haystack component of ``package`` (``generators``, ``embedders``) names in
+    its module: ``haystack.components.generators.chat.openai.OpenAIChatGenerator`` -> ``openai``,
     ``haystack_integrations.components.generators.anthropic...`` -> ``anthropic``; a user's own
     component has none."""
     if not isinstance(qualified, str):
         return None
     parts = qualified.split(".")
-    if parts[0] not in ("haystack", "haystack_integrations") or "generators" not in parts:
+    if parts[0] not in ("haystack", "haystack_integrations") or package not in parts:
         return None
-    rest = [p for p in parts[parts.index("generators") + 1 : -1] if p not in ("chat", "utils")]
-    return rest[0] if rest else None
+    rest = [p for p in parts[parts.index(package) + 1 : -1] if p not in ("chat", "utils")]
+    # core's embedders are one module each: ``openai_text_embedder`` -> ``openai``
+    return rest[0].removesuffix("_text_embedder").removesuffix("_document_embedder") if rest else None
 
 
 def is_document(value: Any) -> bool:
@@ -150,6 +156,16 @@ def _usage(meta: Mapping[str, Any]) -> dict[str, Any]:
         "response_model": meta.get("model") if isinstance(meta.get("model"), str) else None,
         "finish_reasons": [meta["finish_reason"]] if isinstance(meta.get("finish_reason"), str) else None,
     }
+    return {k: v for k, v in found.items() if v is not None}
+
+
+def embedding_meta(outputs: Mapping[str, Any]) -> dict[str, Any]:
+    """What a text embedder's ``meta`` says: its model and the tokens it was billed."""
+    meta = outputs.get("meta")
+    meta = meta if isinstance(meta, Mapping) else {}
+    usage = meta.get("usage")
+    usage = usage if isinstance(usage, Mapping) else {}
+    found = {"model": meta.get("model") if isinstance(meta.get("model"), str) else None, "input_tokens": _count(usage.get("prompt_tokens", usage.get("total_tokens")))}
     return {k: v for k, v in found.items() if v is not None}
 
 

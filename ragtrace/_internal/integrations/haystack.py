@@ -15,7 +15,8 @@ span reads them there, whatever the app's content-tracing setting, then passes t
   retriever's;
 - each ``haystack.component.run`` is the stage its sockets say (``_haystack_components``):
   retrievers are retrieve stages (``query``, ``top_k`` when given at run time, the documents with
-  their ids and scores), rankers rerank stages (candidates in, new order out),
+  their ids and scores), rankers rerank stages (candidates in, new order out), text embedders
+  embed stages (their text is the pipeline's query when no retriever's is),
   ``PromptBuilder`` / ``ChatPromptBuilder`` (or the app's own component turning ``documents``
   into a ``prompt``) the assemble stage and generators generate stages;
 - a builder's documents are placed where it rendered them, known by rendering its template again
@@ -49,7 +50,7 @@ from ..stages import state as state_module
 from ..stages.assemble_stage import Assemble
 from ..stages.generation import Generate
 from ..stages.pipeline import RagPipeline
-from ..stages.retrieval import Rerank, Retrieve
+from ..stages.retrieval import Embed, Rerank, Retrieve
 from ..stages.stage import Stage
 from . import _haystack_components as parts
 from ._common import Attached, add_usage, unwrap
@@ -189,6 +190,8 @@ class _Tracker:
             stage = Rerank(type_name, top_n=parts.int_or_none(inputs.get("top_k")), query=_text(inputs.get("query")), tracer_provider=self.provider)
         elif kind == names.STAGE_ASSEMBLE:
             stage = Assemble(tracer_provider=self.provider)
+        elif kind == names.STAGE_EMBED:
+            stage = Embed(type_name, parts.provider_of(component.tags.get(parts.QUALIFIED_TAG), "embedders"), tracer_provider=self.provider)
         else:
             stage = self._generate(component, type_name)
         stage.start_time = component.started
@@ -203,7 +206,7 @@ class _Tracker:
         retrieved = state is not None and bool(state.retrievals)
         feeds_on = bool(parts.receivers(component.tags, "replies"))
         role = names.ROLE_REWRITE if not retrieved and not shown and feeds_on else names.ROLE_ANSWER
-        provider = parts.provider_of(component.tags.get(parts.QUALIFIED_TAG))
+        provider = parts.provider_of(component.tags.get(parts.QUALIFIED_TAG), "generators")
         stage = Generate(type_name, provider, role=role, context=context, tracer_provider=self.provider)
         stage.set_prompt(parts.prompt_of(prompt))
         return stage
@@ -224,9 +227,14 @@ class _Tracker:
         stage.close(error)
 
     def _record(self, component: _Component, stage: Stage, outputs: Mapping[str, Any]) -> None:
-        if isinstance(stage, Retrieve):
+        root = component.run.root if component.run is not None else None
+        if isinstance(stage, Embed):
+            text, meta = _text(component.inputs.get("text")), parts.embedding_meta(outputs)
+            stage.record(outputs.get("embedding"), input_tokens=meta.get("input_tokens"), text=text)
+            if root is not None and root.query is None and text is not None:
+                root.set_query(text)  # the query an embedding retriever searches with
+        elif isinstance(stage, Retrieve):
             stage.record(outputs.get("documents"))
-            root = component.run.root if component.run is not None else None
             if root is not None and root.query is None and stage.query is not None:
                 root.set_query(stage.query)
         elif isinstance(stage, Rerank):
