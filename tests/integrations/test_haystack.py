@@ -304,9 +304,14 @@ def test_a_failing_component_passes_its_error_through(haystack_on):
 
 
 def test_redact_mode_leaks_nothing(haystack_on):
+    """Nor Haystack's default document ids, which are SHA-256 digests of the content: those
+    documents go by ragtrace's keyed digest; an id the app gave (``kb-2``) is kept."""
     ragtrace.configure(tracer_provider=haystack_on.provider, capture_content="redact")
     documents = InMemoryDocumentStore()
-    documents.write_documents([Document(content=f"refund MARKER-DOC-{n} takes days") for n in range(3)])
+    written = [Document(content=f"refund MARKER-DOC-{n} takes days") for n in range(2)] + [Document(id="kb-2", content="refund MARKER-DOC-2 takes days")]
+    documents.write_documents(written)
+    content_ids = [d.id for d in written[:2]]
+    assert content_ids == [d._create_id() for d in written[:2]]
     pipeline = Pipeline()
     pipeline.add_component("retriever", InMemoryBM25Retriever(document_store=documents, top_k=3))
     pipeline.add_component("prompt_builder", PromptBuilder(template=TEMPLATE + " MARKER-PROMPT", required_variables=["question", "documents"]))
@@ -315,9 +320,13 @@ def test_redact_mode_leaks_nothing(haystack_on):
     pipeline.connect("prompt_builder.prompt", "llm.prompt")
     pipeline.run({"retriever": {"query": "refund MARKER-QUESTION"}, "prompt_builder": {"question": "refund MARKER-QUESTION"}})
     exported = json.dumps([{"name": s.name, "attributes": dict(s.attributes), "events": [dict(e.attributes) for e in s.events]} for s in haystack_on.all()], default=str)
-    for marker in ("MARKER-DOC", "MARKER-PROMPT", "MARKER-ANSWER", "MARKER-QUESTION"):
+    for marker in ("MARKER-DOC", "MARKER-PROMPT", "MARKER-ANSWER", "MARKER-QUESTION", *content_ids):
         assert marker not in exported
-    assert metrics(haystack_on.one("pipeline"))["cited"] == 1  # the figures are still there
+    retrieved = haystack_on.one("retrieve").attributes["rag.retrieval.chunk_ids"]
+    assert "kb-2" in retrieved and len(set(retrieved)) == 3
+    assert list(haystack_on.one("assemble").attributes["rag.context.chunk_ids"]) == list(retrieved)  # the same ids in every stage
+    m = metrics(haystack_on.one("pipeline"))
+    assert (m["retrieved"], m["in_context"], m["cited"]) == (3, 3, 1)  # the figures are still there
 
 
 @pytest.mark.parametrize("streamed", [False, True])

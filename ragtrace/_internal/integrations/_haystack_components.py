@@ -90,6 +90,20 @@ def is_document(value: Any) -> bool:
     return hasattr(value, "id") and hasattr(value, "content") and hasattr(value, "meta") and not isinstance(value, Mapping)
 
 
+def own_id(document: Any) -> Any:
+    """A document's id unless it is Haystack's default one, the SHA-256 of its content and meta
+    (``Document._create_id``): an unkeyed hash of content is content, so such a document is
+    given ragtrace's keyed digest instead (None: the id-less path) where content is not exported."""
+    if not is_document(document):
+        return document.get("id") if isinstance(document, Mapping) else getattr(document, "id", None)
+    create = getattr(document, "_create_id", None)
+    try:
+        derived = callable(create) and document.id == create()
+    except Exception:  # noqa: BLE001 - an id that can't be checked is not exported as given
+        derived = True
+    return None if derived else document.id
+
+
 def documents_in(values: Any) -> list[Any]:
     """The documents among a component's inputs (a builder's variables, ``template_variables``
     included), in the order given, each object once."""

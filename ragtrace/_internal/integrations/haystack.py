@@ -19,6 +19,8 @@ span reads them there, whatever the app's content-tracing setting, then passes t
   embed stages (their text is the pipeline's query when no retriever's is),
   ``PromptBuilder`` / ``ChatPromptBuilder`` (or the app's own component turning ``documents``
   into a ``prompt``) the assemble stage and generators generate stages;
+- a document keeps its id, except where content is not exported (redact, hash) and the id is
+  Haystack's default, a SHA-256 of the content: it then goes by ragtrace's keyed digest;
 - a builder's documents are placed where it rendered them, known by rendering its template again
   (``_haystack_render``): *recorded*; where that rendering can't be matched, located in its prompt;
 - a generator's context is the assembly whose prompt is the one it was sent (Haystack's own data
@@ -45,6 +47,7 @@ import wrapt
 from opentelemetry import trace
 
 from .. import names
+from ..core.chunks import make_accessors
 from ..core.guard import call_guarded, guard
 from ..stages import state as state_module
 from ..stages.assemble_stage import Assemble
@@ -194,6 +197,11 @@ class _Tracker:
             stage = Embed(type_name, parts.provider_of(component.tags.get(parts.QUALIFIED_TAG), "embedders"), tracer_provider=self.provider)
         else:
             stage = self._generate(component, type_name)
+        if not stage.config.content.captures:  # Haystack's default ids are content hashes
+            if isinstance(stage, (Retrieve, Rerank)):
+                stage.accessors = _KEYED_IDS
+            elif isinstance(stage, Assemble):
+                stage.builder.accessors = _KEYED_IDS
         stage.start_time = component.started
         stage.open()
         component.stage, component.attached = stage, Attached(stage)
@@ -257,6 +265,9 @@ class _Tracker:
 
 
 _tracker: _Tracker | None = None
+# where content is not exported, a document whose id is Haystack's SHA-256 of its content goes by
+# ragtrace's keyed digest, as an id-less chunk does; an id the app gave is kept
+_KEYED_IDS = make_accessors(id_of=parts.own_id)
 
 
 def _same(built: Any, prompt: Any) -> bool:
