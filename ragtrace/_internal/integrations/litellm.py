@@ -7,7 +7,9 @@
   first chunk LiteLLM measured. A plain completion that gives Claude ``document`` blocks is a RAG
   call as in the Anthropic integration (``_provider``): retrieve and assemble spans of the blocks
   (``provider``), and the citations LiteLLM passes on in ``provider_specific_fields`` resolved
-  exactly;
+  exactly. A plain Gemini completion (``gemini/``, ``vertex_ai/``) whose request carries a File
+  Search or retrieval tool (in ``extra_body``) is a RAG call as in the google-genai integration:
+  its grounding metadata is read by that integration's reader and recorder (``_litellm_gemini``);
 - ``vector_stores.search`` / ``asearch`` is a retrieve span (``file_id#digest`` chunk ids, as the
   OpenAI SDK's search gets): outside any ``rag_pipeline`` it opens the automatic root that the
   answer's completion joins (``auto_root``, named ``litellm``), where the chunks are located in
