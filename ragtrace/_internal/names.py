@@ -105,6 +105,8 @@ RAG_RETRIEVAL_SCORES: Final = "rag.retrieval.scores"
 RAG_RETRIEVAL_RANKS: Final = "rag.retrieval.ranks"
 RAG_RETRIEVAL_CHUNK_TOKENS: Final = "rag.retrieval.chunk_tokens"
 RAG_RETRIEVAL_CONTENT_HASHES: Final = "rag.retrieval.content_hashes"
+# the file (document) each chunk belongs to, where a provider says (OpenAI's file_id): the file-level figures
+RAG_RETRIEVAL_FILE_IDS: Final = "rag.retrieval.file_ids"
 RAG_RETRIEVAL_RESULT_COUNT: Final = "rag.retrieval.result_count"
 RAG_RETRIEVAL_TOP_SCORE: Final = "rag.retrieval.top_score"
 # multi-round pipelines (agents): the root's number of retrieval rounds, and on each retrieve span
@@ -209,6 +211,15 @@ METRIC_CONTEXT_UTILIZATION: Final = "context_utilization"
 METRIC_WASTED_CONTEXT_TOKENS: Final = "wasted_context_tokens"
 METRIC_DUPLICATE_CHUNKS: Final = "duplicate_chunks"
 METRIC_CITED_POSITIONS: Final = "cited_positions"
+# File granularity: where citations name files, not chunks (OpenAI file_search's file_citation), the
+# figures that count cited chunks may be unknown while those that count files are exact. Each
+# retrieved chunk's file is recorded (rag.retrieval.file_ids); F_R, F_C and F_K are the files of
+# the retrieved, in-context and validly cited chunks (``figures``, docs/concepts.md)
+METRIC_RETRIEVED_FILES: Final = "retrieved_files"
+METRIC_IN_CONTEXT_FILES: Final = "in_context_files"
+METRIC_CITED_FILES: Final = "cited_files"
+METRIC_FILE_RECALL_PROXY: Final = "file_recall_proxy"
+METRIC_FILE_CONTEXT_UTILIZATION: Final = "file_context_utilization"
 # The ratios in [0, 1]; these are also emitted as gen_ai.evaluation.result events.
 PROXY_METRICS: Final = (
     METRIC_CONTEXT_PRECISION,
@@ -228,6 +239,13 @@ ALL_METRICS: Final = (
     METRIC_DUPLICATE_CHUNKS,
     METRIC_CITED_POSITIONS,
 )
+# The file-level figures apply only to traces whose citations name files: a trace without them
+# misses none (ALL_METRICS are the figures every fully measured trace has).
+FILE_PROXY_METRICS: Final = (METRIC_FILE_RECALL_PROXY, METRIC_FILE_CONTEXT_UTILIZATION)
+FILE_METRICS: Final = (METRIC_RETRIEVED_FILES, METRIC_IN_CONTEXT_FILES, METRIC_CITED_FILES, *FILE_PROXY_METRICS)
+# every figure a span may carry (rag.metrics.*), and every ratio among them (gen_ai.evaluation.result events)
+EMITTED_METRICS: Final = (*ALL_METRICS, *FILE_METRICS)
+EMITTED_PROXY_METRICS: Final = (*PROXY_METRICS, *FILE_PROXY_METRICS)
 EVALUATION_NAME_PREFIX: Final = "ragtrace."  # gen_ai.evaluation.name = "ragtrace.recall_proxy"
 
 
@@ -241,6 +259,7 @@ METRIC_OPERATION_DURATION: Final = "gen_ai.client.operation.duration"
 METRIC_RETRIEVAL_TOP_SCORE: Final = "rag.retrieval.top_score"
 METRIC_CONTEXT_TOKENS: Final = "rag.context.tokens"
 METRIC_RECALL_PROXY_HISTOGRAM: Final = "rag.recall_proxy"
+METRIC_FILE_RECALL_PROXY_HISTOGRAM: Final = "rag.file_recall_proxy"
 METRIC_CONTEXT_PRECISION_HISTOGRAM: Final = "rag.context_precision"
 METRIC_EMPTY_RETRIEVALS: Final = "rag.retrieval.empty"
 METRIC_PHOENIX_DROPPED_ANNOTATIONS: Final = "rag.phoenix.annotations.dropped"  # PhoenixExporter's full queue
@@ -291,6 +310,9 @@ STATUS_INTERNAL_ERROR: Final = "internal_error"  # ragtrace's own fault while sc
 # beyond recognition can't be told apart, so the context is unknown, not empty
 STATUS_CONTEXT_NOT_LOCATED: Final = "context_not_located"
 STATUS_CITATIONS_FILE_LEVEL: Final = "citations_file_level"  # a provider cited a file with several chunks in context (``provided``)
+# file-level citations, but the file of a retrieved or in-context chunk is not known (a result with
+# no file id, a retrieval of the app's own beside the provider's): the file-level figures would be made up
+STATUS_FILES_UNKNOWN: Final = "files_unknown"
 STATUS_SOURCE_UNREADABLE: Final = "source_unreadable"  # a provider's source block whose text ragtrace can't read (a PDF)
 STATUS_RESULTS_NOT_INCLUDED: Final = "results_not_included"  # a provider's retrieval whose results the response did not carry
 # a provider's retrieve-and-generate call (Bedrock's retrieve_and_generate) that returns only the
@@ -322,7 +344,7 @@ METRICS_STATUS_REASONS: Final = frozenset({
     STATUS_NO_RETRIEVAL, STATUS_EMPTY_RETRIEVAL, STATUS_UNREADABLE_RETRIEVAL, STATUS_RETRIEVAL_TRUNCATED, STATUS_NO_CONTEXT,
     STATUS_EMPTY_CONTEXT, STATUS_NO_ANSWER, STATUS_ANSWER_UNREADABLE, STATUS_ANSWER_INCOMPLETE, STATUS_CITATION_PATTERN_FAILED,
     STATUS_CITATIONS_UNRESOLVED, STATUS_INTERNAL_ERROR, STATUS_CONTEXT_NOT_LOCATED, STATUS_CITATIONS_FILE_LEVEL, STATUS_SOURCE_UNREADABLE,
-    STATUS_RESULTS_NOT_INCLUDED, STATUS_CITED_REFERENCES_ONLY, STATUS_STATE_EVICTED, STATUS_REQUEST_SPLIT,
+    STATUS_FILES_UNKNOWN, STATUS_RESULTS_NOT_INCLUDED, STATUS_CITED_REFERENCES_ONLY, STATUS_STATE_EVICTED, STATUS_REQUEST_SPLIT,
     STATUS_OUTSIDE_PIPELINE, STATUS_CONTEXT_UNKNOWN, STATUS_REMOTE_CONTEXT_MISSING, STATUS_REMOTE_CONTEXT_INVALID,
     STATUS_REMOTE_CONTEXT_TOO_LARGE, STATUS_DELEGATED, STATUS_TELEMETRY_OFF,
 })
@@ -492,6 +514,10 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(RAG_RETRIEVAL_RANKS, "int[]", "retrieve", False, "1-based ranks aligned with chunk_ids; absent when they are 1..n."),
     AttributeInfo(RAG_RETRIEVAL_CHUNK_TOKENS, "int[]", "retrieve", False, "Token counts aligned with chunk_ids."),
     AttributeInfo(RAG_RETRIEVAL_CONTENT_HASHES, "string[]", "retrieve", False, "hash mode only: keyed content digest per chunk."),
+    AttributeInfo(
+        RAG_RETRIEVAL_FILE_IDS, "string[]", "retrieve", False,
+        "The file each chunk belongs to, aligned with chunk_ids, where the provider gives it (OpenAI file_search and vector_stores.search: file_id; an id, never a filename); \"\" where unknown. What the file-level figures count.",
+    ),
     AttributeInfo(RAG_RETRIEVAL_RESULT_COUNT, "int", "retrieve", False, "Number of results, recorded or omitted."),
     AttributeInfo(RAG_RETRIEVAL_TOP_SCORE, "double", "retrieve", False, "Best score (absent when no scores)."),
     AttributeInfo(RAG_RETRIEVAL_ROUNDS, "int", "pipeline", False, "Agents: how many retrieval rounds the run took (retrieve spans of the agent's runs)."),
@@ -556,6 +582,11 @@ ATTRIBUTES: Final[tuple[AttributeInfo, ...]] = (
     AttributeInfo(metric_attribute(METRIC_WASTED_CONTEXT_TOKENS), "int", "pipeline, generate", False, "Tokens of in-context chunks never cited."),
     AttributeInfo(metric_attribute(METRIC_DUPLICATE_CHUNKS), "int", "pipeline, generate", False, "Same id twice or same content under two ids."),
     AttributeInfo(metric_attribute(METRIC_CITED_POSITIONS), "int[]", "pipeline, generate", False, "Prompt positions of cited chunks (lost-in-the-middle signal)."),
+    AttributeInfo(metric_attribute(METRIC_RETRIEVED_FILES), "int", "pipeline, generate", False, "File-level citations only: |F_R|, distinct files of the retrieved chunks."),
+    AttributeInfo(metric_attribute(METRIC_IN_CONTEXT_FILES), "int", "pipeline, generate", False, "File-level citations only: |F_C|, distinct files of the in-context chunks."),
+    AttributeInfo(metric_attribute(METRIC_CITED_FILES), "int", "pipeline, generate", False, "File-level citations only: |F_K|, distinct cited files with a chunk in context."),
+    AttributeInfo(metric_attribute(METRIC_FILE_RECALL_PROXY), "double", "pipeline, generate", False, "File-level citations only: |F_K ∩ F_R| / |F_R| (cited files over retrieved files); measured also when a cited file has several chunks in context."),
+    AttributeInfo(metric_attribute(METRIC_FILE_CONTEXT_UTILIZATION), "double", "pipeline, generate", False, "File-level citations only: |F_K ∩ F_C| / |F_C| (cited files over in-context files)."),
     AttributeInfo(OI_SPAN_KIND, "string", _ALL, False, "CHAIN, EMBEDDING, RETRIEVER, RERANKER, PROMPT, LLM; EVALUATOR on a record_score span."),
     AttributeInfo(OI_INPUT_VALUE, "string", _ALL, True, "Stage input: the query (pipeline, embed, rerank). Not on retrieve (Phoenix maps gen_ai.retrieval.query.text) or generate (the prompt is in gen_ai.input.messages)."),
     AttributeInfo(OI_INPUT_MIME_TYPE, "string", _ALL, True, "text/plain or application/json; set only with input.value."),
@@ -607,6 +638,7 @@ METRICS: Final[tuple[MetricInfo, ...]] = (
     MetricInfo(METRIC_CONTEXT_TOKENS, "histogram", "{token}", "Context tokens placed in the prompt."),
     MetricInfo(METRIC_RECALL_PROXY_HISTOGRAM, "histogram", "1", "Cited-chunk recall proxy per pipeline."),
     MetricInfo(METRIC_CONTEXT_PRECISION_HISTOGRAM, "histogram", "1", "Context precision per pipeline."),
+    MetricInfo(METRIC_FILE_RECALL_PROXY_HISTOGRAM, "histogram", "1", "Cited-file recall proxy per pipeline whose citations name files (OpenAI file_search)."),
     MetricInfo(METRIC_EMPTY_RETRIEVALS, "counter", "{retrieval}", "Retrievals that returned nothing."),
     MetricInfo(METRIC_PHOENIX_DROPPED_ANNOTATIONS, "counter", "{annotation}", "PhoenixExporter: annotations dropped from its full queue, oldest first (also PhoenixExporter.dropped_annotations)."),
     MetricInfo(METRIC_TIME_TO_FIRST_CHUNK, "histogram", "s", "Streamed generations: from the generate span's start to the first chunk."),

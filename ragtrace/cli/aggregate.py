@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._internal.names import (
+    FILE_PROXY_METRICS,
     METRIC_CITED,
     METRIC_CITED_POSITIONS,
     METRIC_CONTEXT_PRECISION,
@@ -41,6 +42,7 @@ SUMMARY_FIGURES = (
     METRIC_RETRIEVED,
     METRIC_IN_CONTEXT,
     METRIC_CITED,
+    *FILE_PROXY_METRICS,  # runs whose citations name files (n counts those runs)
 )
 
 # what one row adds to a group: (verdict label, not-measurable reason or None, inferred, inclusion
