@@ -158,10 +158,14 @@ class Group:
             if retrieved is not None:
                 slot["retrieved"].add(retrieved, count)
 
+    def shown_figures(self) -> list[tuple[str, Distribution]]:
+        """The summary figures a report shows: the file-level ones only where some run cites files."""
+        return [(m, d) for m, d in self.figures.items() if d.n or m not in FILE_PROXY_METRICS]
+
     def percentiles(self) -> dict[str, dict[str, float | None]]:
         return {
             metric: {f"p{p}": distribution.percentile(p) for p in PERCENTILES} | {"n": distribution.n}
-            for metric, distribution in self.figures.items()
+            for metric, distribution in self.shown_figures()
         }
 
     @property

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any
 
 from .._internal import names
-from .aggregate import PERCENTILES, SUMMARY_FIGURES, Group
+from .aggregate import PERCENTILES, Group
 from .tables import Table, Writer
 from .verdicts import Verdict, reason_text
 from .traces import Row
@@ -101,6 +101,7 @@ def row_record(row: Row, row_verdict: Verdict) -> dict[str, Any]:
     }
     for metric in _ROW_FIGURES:
         record[metric] = row.figures.get(metric)
+    record.update((m, row.figures[m]) for m in names.FILE_METRICS if m in row.figures)  # where citations name files
     record.update(
         {
             "answers": row.answers,
@@ -226,8 +227,7 @@ def write_report_json(result: ReportResult, out: IO[str]) -> None:
 # --- report: text ---------------------------------------------------------------------------------
 def figures_table(title: str, group: Group) -> Table:
     table = Table(title, ["figure", *(f"p{p}" for p in PERCENTILES), "n"], [False, True, True, True, True])
-    for metric in SUMMARY_FIGURES:
-        distribution = group.figures[metric]
+    for metric, distribution in group.shown_figures():
         table.add(metric, *(number(distribution.percentile(p)) for p in PERCENTILES), distribution.n)
     return table
 
