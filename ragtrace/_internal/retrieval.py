@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 from opentelemetry.trace import SpanKind
@@ -194,9 +193,17 @@ class Retrieve(_Results):
         """``record`` for a provider's results whose files it names (``files``, aligned; None where
         one is not named): each chunk keeps its file, and the span lists them
         (``rag.retrieval.file_ids``) for the file-level figures."""
+        if self.inert:  # telemetry off: the results are held as they came, read only if asked (``record``)
+            self.record(results)
+            return
         with guard("document normalisation"):
-            found = [to_chunk(item, rank) for rank, item in enumerate(results, 1)]
-            results = [item if chunk is None else replace(chunk, file_id=file_id) for item, chunk, file_id in zip(results, found, files)]
+            read: list[Any] = []
+            for rank, (item, file_id) in enumerate(zip(results, files), 1):
+                chunk = to_chunk(item, rank)  # a new chunk (the results are mappings): its file is set in place
+                if chunk is not None:
+                    chunk.file_id = file_id
+                read.append(item if chunk is None else chunk)
+            results = read
         self.record(results)
         attrs = self.attrs
         if attrs is not None and attrs.recording and self.chunks:
