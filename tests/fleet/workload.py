@@ -15,7 +15,7 @@ import time
 from opentelemetry.sdk.trace import TracerProvider
 
 import ragtrace
-from ragtrace._internal.provided import by_file
+from ragtrace._internal.core.provided import by_file
 
 FIRST_CHUNK_DELAY = 0.02  # seconds before a streamed answer's first piece: time to first chunk >= this
 

@@ -27,7 +27,7 @@ import ragtrace
 from ragtrace._internal import names
 from ragtrace.exporters import JsonLinesExporter
 
-from .openai_responses_fake import MODEL, STORE, FakeResponses, result
+from .openai_responses_fake import STORE, FakeResponses, result
 from .test_openai_file_search import EXACT, FILE_LEVEL, IDS, REQUEST, RESULTS, metrics
 
 FILES = ["file-refunds", "file-refunds", "file-shipping", "file-gifts"]
