@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from test_examples import example_env, openai_env
 from test_examples_providers import anthropic_env, anthropic_server  # noqa: F401 - a fixture
 
@@ -78,10 +77,9 @@ def _sorted(attributes: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
 def capture(target: str, tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> Path:
     out = tmp_path / "spans.jsonl"
     environment = dict(env or example_env(), PYTHONPATH=str(ROOT), RAGTRACE_HASH_KEY="examples", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
-    for name in [k for k in environment if k.startswith("OTEL_")]:
-        del environment[name]
-    done = subprocess.run([sys.executable, str(CAPTURE), target, str(out), *args], cwd=tmp_path, env=environment,
-                          capture_output=True, text=True, timeout=300)
+    environment = {k: v for k, v in environment.items() if not k.startswith("OTEL_")}
+    command = [sys.executable, str(CAPTURE), target, str(out), *args]
+    done = subprocess.run(command, check=False, cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, f"{target} failed:\n{done.stdout}\n{done.stderr}"
     assert out.exists() and out.stat().st_size, f"{target} exported nothing"
     return out
