@@ -103,7 +103,7 @@ class _Results(Stage):
     def read(self, results: Any) -> Normalized:
         """The first ``max_retrieved`` results as chunks, and how many more there were: those a
         stream passed on without keeping (``Kept``) and those beyond the cap in a list."""
-        normalized = normalize(results, self.accessors, limit=self.config.max_retrieved)
+        normalized = normalize(results, self.accessors, limit=self.config.max_retrieved, digests=self.digests)
         if isinstance(results, Kept):
             normalized.omitted += results.omitted
         if normalized.omitted:
@@ -308,7 +308,7 @@ class Rerank(_Results):
             state = self.state
             inputs_omitted = 0
             if candidates is not None:
-                given = normalize(candidates, self.accessors, limit=self.config.max_retrieved)
+                given = normalize(candidates, self.accessors, limit=self.config.max_retrieved, digests=self.digests)
                 inputs, inputs_omitted = given.chunks, given.omitted
             elif state is not None and state.retrievals:
                 inputs = state.retrievals[-1]

@@ -142,6 +142,11 @@ class Stage:
         if not (sent and self.query_derived):
             self._oi_value(names.OI_INPUT_VALUE, text)
 
+    @property
+    def digests(self) -> dict[str, str] | None:
+        """The pipeline's memo of content digests (``chunks.digest_of``); None outside a pipeline."""
+        return self.state.digests if self.state is not None else None
+
     def on_close(self) -> None:
         """Stage-specific work before the span ends (results, figures)."""
 
