@@ -147,6 +147,11 @@ class Attributes:
         if self.recording and value is not None:
             self._essential[key] = value
 
+    def essential_many(self, values: Mapping[str, Any]) -> None:
+        """``essential`` for each key of ``values`` (None values left out), in one call."""
+        if self.recording:
+            self._essential.update({k: v for k, v in values.items() if v is not None})
+
     def content(self, key: str, text: str | None, max_chars: int) -> bool:
         """A content-bearing attribute: passes the content policy, then is trimmed. True if set."""
         if not self.recording or text is None:

@@ -323,7 +323,8 @@ def set_figures(stage: Stage, result: figures_module.Figures, *, events: bool = 
     attrs = stage.attrs
     if attrs is None or not attrs.recording:
         return
-    values: dict[str, Any] = {names.metric_attribute(k): v for k, v in result.values.items()}
+    prefix = names.RAG_METRICS_PREFIX  # names.metric_attribute, inline: a dozen figures, twice a pipeline
+    values: dict[str, Any] = {prefix + k: v for k, v in result.values.items()}
     values[names.RAG_METRICS_STATUS] = result.status_text
     # a qualifier, not a figure: under a tight attribute-count limit the figures win the room
     attrs.set(names.RAG_METRICS_INCLUSION_METHOD, inclusion_method)
@@ -340,9 +341,7 @@ def set_figures(stage: Stage, result: figures_module.Figures, *, events: bool = 
                     },
                 )
     # the figures go last so the SDK's evict-the-oldest limit can't drop them
-    for key, value in values.items():
-        if value is not None:
-            attrs.essential(key, value)
+    attrs.essential_many(values)
 
 
 def query_hash(query: str) -> str:
