@@ -316,7 +316,8 @@ class Rerank(_Results):
                 inputs = []
             if state is not None:
                 kept.chunks[:] = [state.canonical(c) for c in kept.chunks]
-                inputs = [state.canonical(c) for c in inputs]
+                if candidates is not None:  # the last retrieval's chunks are canonical already (add_retrieval)
+                    inputs = [state.canonical(c) for c in inputs]
                 kept_ids = {c.id for c in kept.chunks}
                 state.reranked = True
                 if not kept.omitted:  # else a candidate missing from the kept outputs may be among the omitted ones
