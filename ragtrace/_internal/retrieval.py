@@ -12,7 +12,7 @@ from .chunks import Accessors, Chunk, NO_ACCESSORS, Normalized, normalize, warn_
 from .guard import guard, warn_once
 from .keyed import warn_if_random
 from .passthrough import Kept
-from .spans import finite_or_nan, trim_text
+from .spans import finite_or_nan, id_score_json, trim_text
 from .stage import Stage, int_or_none
 
 
@@ -198,7 +198,9 @@ class Retrieve(_Results):
         ranks = [c.rank for c in chunks]
         # the documents' ids and scores, once: gen_ai.retrieval.documents (every mode), from which
         # Phoenix also fills OpenInference's retrieval.documents.{i}.document.id/score
-        whole = attrs.json_list(names.GEN_AI_RETRIEVAL_DOCUMENTS, [{"id": c.id, "score": c.score} for c in chunks])
+        pairs = [(c.id, c.score) for c in chunks]
+        documents = [{"id": i, "score": s} for i, s in pairs]
+        whole = attrs.json_list(names.GEN_AI_RETRIEVAL_DOCUMENTS, documents, id_score_json(pairs))
         attrs.set_many(
             {
                 names.RAG_RETRIEVAL_CHUNK_IDS: ids,
