@@ -195,17 +195,16 @@ class Stage:
             self._record_metrics(error)
         except Exception as failure:  # noqa: BLE001
             report("metrics", failure)
-        attrs = self.attrs
-        if attrs is not None:
-            self.attrs = None
+        if self.attrs is not None:
             try:
-                attrs.flush()
+                self.attrs.flush()
             except Exception as failure:  # noqa: BLE001
                 report("attribute writing", failure)
         try:
             self.span.end(self.end_time)
         except Exception as failure:  # noqa: BLE001
             report("span end", failure)
+        self.attrs = None
         root = self.auto_root
         if root is not None:
             self.auto_root = None
