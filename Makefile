@@ -7,7 +7,7 @@ PIP    := $(PY) -m pip install -q --disable-pip-version-check
 export OPENBLAS_NUM_THREADS := 1
 export OMP_NUM_THREADS := 1
 
-.PHONY: test demo bench clean compiled test-pythons system-packages
+.PHONY: test demo bench clean compiled imports test-pythons system-packages
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -34,8 +34,13 @@ compiled: $(VENV)/.installed-demo
 system-packages:
 	tools/system_packages.sh
 
-test: system-packages $(VENV)/.installed-test compiled test-pythons
+test: system-packages $(VENV)/.installed-test compiled imports test-pythons
 	$(PY) -m pytest -q
+
+# The layout's import contracts (pyproject's [tool.importlinter], docs/architecture.md): a new
+# import circle or a wrong-way import fails here, naming the chain
+imports: $(VENV)/.installed-test
+	$(VENV)/bin/lint-imports
 
 # The unit tests on the oldest Python ragtrace supports and the newest CPython this machine has
 # (pyenv's, part of the machine image; Debian's bookworm packages stop at 3.11), each in its own

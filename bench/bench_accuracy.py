@@ -56,8 +56,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
 import ragtrace  # noqa: E402
-from ragtrace._internal import config as rt_config  # noqa: E402
-from ragtrace._internal import guard as rt_guard  # noqa: E402
+from ragtrace._internal.setup import config as rt_config  # noqa: E402
+from ragtrace._internal.core import guard as rt_guard  # noqa: E402
 from ragtrace._internal import names  # noqa: E402
 from ragtrace.cli.diagnostics import Diagnostics  # noqa: E402
 from ragtrace.cli.foreign import infer  # noqa: E402

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ragtrace._internal.citations import CitationResult, parse_citations  # noqa: E402
+from ragtrace._internal.core.citations import CitationResult, parse_citations  # noqa: E402
 
 BAR_MS = 100.0
 REPEATS = 3

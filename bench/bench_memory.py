@@ -54,9 +54,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 
 import ragtrace  # noqa: E402
 from bench_overhead import ANSWER, DOCS, QUERY, RERANKED, VECTOR, DropExporter, SpanPlan, capture_plan, use  # noqa: E402
-from ragtrace._internal import guard as rt_guard  # noqa: E402
-from ragtrace._internal import state as rt_state  # noqa: E402
-from ragtrace._internal.stage import Stage  # noqa: E402
+from ragtrace._internal.core import guard as rt_guard  # noqa: E402
+from ragtrace._internal.stages import state as rt_state  # noqa: E402
+from ragtrace._internal.stages.stage import Stage  # noqa: E402
 
 RETAINED_LIMIT = 1.0  # bytes per pipeline still allocated after all pipelines ended
 ROUNDS = 3  # further rounds of N pipelines for the retention and growth checks

@@ -71,8 +71,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import handwritten_rag  # noqa: E402  (bench/, next to this script)
 import ragtrace  # noqa: E402
-from ragtrace._internal import config as rt_config  # noqa: E402
-from ragtrace._internal import guard as rt_guard  # noqa: E402
+from ragtrace._internal.setup import config as rt_config  # noqa: E402
+from ragtrace._internal.core import guard as rt_guard  # noqa: E402
 
 TARGETS = {"full": 1.25, "redact": 1.15}  # on ragtrace / replay
 SIDES = {"ragtrace": "ragtrace", "replay": "replay (SDK floor)", "computed": "hand-computed"}

@@ -287,7 +287,7 @@ def ragtrace_pipeline(query: str) -> str:
 
 def _check_ragtrace_prompt() -> None:
     """The workload's prompt must be the one ragtrace's default template renders."""
-    from ragtrace._internal import assembly
+    from ragtrace._internal.core import assembly
 
     if (w.TEMPLATE, w.CHUNK_FORMAT) != (assembly.DEFAULT_TEMPLATE, assembly.DEFAULT_CHUNK_FORMAT):
         raise SystemExit("bench/peer_workload.py: TEMPLATE/CHUNK_FORMAT are no longer ragtrace's defaults")
@@ -298,8 +298,8 @@ def setup_project(key: str) -> Setup:
     from opentelemetry import trace
 
     import ragtrace
-    from ragtrace._internal import config as rt_config
-    from ragtrace._internal import guard as rt_guard
+    from ragtrace._internal.setup import config as rt_config
+    from ragtrace._internal.core import guard as rt_guard
 
     rt_guard.set_strict(True)  # a ragtrace bug fails the benchmark instead of hiding behind the guard
     _check_ragtrace_prompt()

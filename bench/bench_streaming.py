@@ -37,7 +37,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 
 import ragtrace  # noqa: E402
-from ragtrace._internal.generation import Generate  # noqa: E402
+from ragtrace._internal.stages.generation import Generate  # noqa: E402
 
 TARGET_US = 1.0
 CLOCK = time.thread_time

@@ -35,7 +35,8 @@ from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 
 import ragtrace  # noqa: E402
 from interleaved import medians  # noqa: E402
-from ragtrace._internal import assemble_stage, assembly  # noqa: E402
+from ragtrace._internal.stages import assemble_stage
+from ragtrace._internal.core import assembly
 
 BAR = 1.02
 _VARIABLE = re.compile(r"\{(\w+)\}")

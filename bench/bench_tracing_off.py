@@ -35,8 +35,8 @@ from typing import Any  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import ragtrace  # noqa: E402
-from ragtrace._internal import config as rt_config  # noqa: E402
-from ragtrace._internal import state as rt_state  # noqa: E402
+from ragtrace._internal.setup import config as rt_config  # noqa: E402
+from ragtrace._internal.stages import state as rt_state  # noqa: E402
 
 TARGET_US = 1.5
 # CPU time of this thread: the machine is shared, and time spent descheduled isn't the code's

@@ -13,26 +13,26 @@ from typing import Any, Literal
 from opentelemetry import trace as _trace
 
 from ._internal import names as _names
-from ._internal.assembly import ContextRecord, Labeller
-from ._internal.chunks import make_accessors as _make_accessors
-from ._internal.chunks import Chunk
-from ._internal.citations import CitationPattern, CitationResult, parse_citations
-from ._internal.carrier import DEFAULT_TTL as _DEFAULT_TTL
-from ._internal.config import configure
-from ._internal.continued import ContinuedPipeline
-from ._internal.continued import inject as _inject
-from ._internal.decorators import assembler, embedder, generator, reranker, retriever
+from ._internal.core.assembly import ContextRecord, Labeller
+from ._internal.core.chunks import make_accessors as _make_accessors
+from ._internal.core.chunks import Chunk
+from ._internal.core.citations import CitationPattern, CitationResult, parse_citations
+from ._internal.boundaries.carrier import DEFAULT_TTL as _DEFAULT_TTL
+from ._internal.setup.config import configure
+from ._internal.boundaries.continued import ContinuedPipeline
+from ._internal.boundaries.continued import inject as _inject
+from ._internal.stages.decorators import assembler, embedder, generator, reranker, retriever
 from ._internal.integrations import instrument, uninstrument
-from ._internal.pipeline import RagPipeline
-from ._internal.redaction import Redactor
-from ._internal.assemble_stage import Assemble, Render
-from ._internal.assemble_stage import current as _current_assemble
-from ._internal.assemble_stage import render_joined as _render_joined
-from ._internal.guard import warn_once as _warn_once
-from ._internal.generation import Generate
-from ._internal.retrieval import Embed, Rerank, Retrieve
-from ._internal.scores import SCORERS, record_score
-from ._internal.tokens import SimpleTokenizer, TiktokenTokenizer, Tokenizer
+from ._internal.stages.pipeline import RagPipeline
+from ._internal.setup.redaction import Redactor
+from ._internal.stages.assemble_stage import Assemble, Render
+from ._internal.stages.assemble_stage import current as _current_assemble
+from ._internal.stages.assemble_stage import render_joined as _render_joined
+from ._internal.core.guard import warn_once as _warn_once
+from ._internal.stages.generation import Generate
+from ._internal.stages.retrieval import Embed, Rerank, Retrieve
+from ._internal.stages.scores import SCORERS, record_score
+from ._internal.core.tokens import SimpleTokenizer, TiktokenTokenizer, Tokenizer
 
 __all__ = [
     "configure",

@@ -41,7 +41,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from ._internal import config as _config
+from ._internal.setup import config as _config
 from ._internal import names as _names
 
 __all__ = ["CapturedSpans", "PipelineFigures", "capture"]

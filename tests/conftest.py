@@ -22,7 +22,9 @@ os.environ["RAGTRACE_HASH_KEY"] = HASH_KEY  # before ragtrace hashes anything: s
 
 from backend.phoenix import PhoenixError, PhoenixServer, ensure_phoenix_venv
 from loopback import serve_chat
-from ragtrace._internal import auto_root, config, guard, keyed
+from ragtrace._internal.boundaries import auto_root
+from ragtrace._internal.setup import config
+from ragtrace._internal.core import guard, keyed
 from ragtrace.cli import compiled
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -52,7 +52,7 @@ def bench(mode: str, out: str, batch: bool = False) -> None:
     from peer_workload import QUERY
 
     import ragtrace
-    from ragtrace._internal import guard
+    from ragtrace._internal.core import guard
     from ragtrace.exporters import JsonLinesExporter
 
     guard.set_strict(True)  # an internal error fails the capture instead of hiding behind the guard

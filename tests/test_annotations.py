@@ -1,4 +1,4 @@
-"""Annotations derived from finished spans (ragtrace/_internal/annotations.py), on real SDK spans."""
+"""Annotations derived from finished spans (ragtrace/_internal/export/annotations.py), on real SDK spans."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import ragtrace
-from ragtrace._internal import annotations, names
+from ragtrace._internal.export import annotations
+from ragtrace._internal import names
 
 
 def finished(pipeline) -> list:

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from ragtrace._internal.assembly import ContextBuilder, Drop, Placement
-from ragtrace._internal.locate import locate
-from ragtrace._internal.chunks import Chunk, content_hash
+from ragtrace._internal.core.assembly import ContextBuilder, Drop, Placement
+from ragtrace._internal.core.locate import locate
+from ragtrace._internal.core.chunks import Chunk, content_hash
 
 A = {"id": "a", "content": "alpha text"}  # 2 tokens, 10 chars
 B = {"id": "b", "content": "beta gamma delta"}  # 3 tokens, 16 chars
@@ -538,7 +538,7 @@ def test_context_block_is_the_format_filled_per_chunk(chunk_format):
     """The block is each chunk's format filled with its label and text (the format parsed once per
     render, not per chunk), the text after the format when it has no {content}; each recorded span
     is the chunk's text."""
-    from ragtrace._internal.assembly import fill
+    from ragtrace._internal.core.assembly import fill
 
     items = [{"id": "a", "content": "alpha {label} text"}, {"id": "b", "content": "beta"}]
     builder = built(*items, chunk_format=chunk_format, separator="\n--\n")

@@ -11,10 +11,12 @@ import pytest
 from opentelemetry import propagate, trace
 
 import ragtrace
-from ragtrace._internal import carrier, keyed, names
-from ragtrace._internal.carrier import Unusable, seal, seal_too_large, unseal
-from ragtrace._internal.chunks import Chunk
-from ragtrace._internal.redaction import ContentPolicy
+from ragtrace._internal.boundaries import carrier
+from ragtrace._internal import names
+from ragtrace._internal.core import keyed
+from ragtrace._internal.boundaries.carrier import Unusable, seal, seal_too_large, unseal
+from ragtrace._internal.core.chunks import Chunk
+from ragtrace._internal.setup.redaction import ContentPolicy
 
 KEY = b"the shared secret"
 TRACE = "0af7651916cd43dd8448eb211c80319c"

@@ -13,7 +13,7 @@ import pytest
 
 from ids import keyed_digest
 from ragtrace import Chunk
-from ragtrace._internal.chunks import NO_ACCESSORS, Accessors, content_hash, make_accessors, normalize, to_chunk
+from ragtrace._internal.core.chunks import NO_ACCESSORS, Accessors, content_hash, make_accessors, normalize, to_chunk
 
 PARIS = "Paris is the capital of France."
 PARIS_HASH = keyed_digest(PARIS)

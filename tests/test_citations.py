@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ragtrace._internal import names
-from ragtrace._internal.citations import CitationResult, parse_citations
+from ragtrace._internal.core.citations import CitationResult, parse_citations
 
 INLINE = names.CITATION_FORMAT_INLINE
 JSON = names.CITATION_FORMAT_JSON
@@ -580,7 +580,7 @@ PIECES = ["[1]", "[2]", "[doc", "-7]", "[", "]", "(x)", "[a](u)", "]: http://", 
 @settings(max_examples=300, deadline=None)
 @given(pieces=st.lists(st.sampled_from(PIECES), max_size=150), threshold=st.integers(2, 4))
 def test_masking_frequent_tokens_changes_no_result(pieces: list[str], threshold: int) -> None:
-    from ragtrace._internal import citation_scan
+    from ragtrace._internal.core import citation_scan
 
     text = "".join(pieces)
     labels = {"1": "a", "2": "b", "doc-7": "d7", "x": "x"}

@@ -13,7 +13,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import ragtrace
-from ragtrace._internal import config, names
+from ragtrace._internal.setup import config
+from ragtrace._internal import names
 
 
 @pytest.mark.parametrize(

@@ -20,8 +20,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 
 import ragtrace
-from ragtrace._internal import config, names, redaction
-from ragtrace._internal.otlp_json import encode_spans
+from ragtrace._internal.setup import config, redaction
+from ragtrace._internal import names
+from ragtrace._internal.export.otlp_json import encode_spans
 
 
 class SeededIds(IdGenerator):

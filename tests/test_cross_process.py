@@ -25,7 +25,8 @@ import pytest
 import ragtrace
 from cross_process_apps import DOCS, MARKER, QUESTION, answer_for, assemble_part, documents, one_process, queue_worker
 from loopback import QuietHandler, serve
-from ragtrace._internal import keyed, names
+from ragtrace._internal.core import keyed
+from ragtrace._internal import names
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -194,7 +195,7 @@ def test_a_record_that_cant_be_used_gets_its_status_and_the_request_goes_on(serv
 
 def _expire(headers: dict[str, str]) -> None:
     """The record as it arrives after its expiry: re-signed by A with a ttl already over."""
-    from ragtrace._internal import carrier
+    from ragtrace._internal.boundaries import carrier
 
     token = headers[names.CARRIER_KEY]
     document = json.loads(inflated(token))

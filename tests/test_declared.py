@@ -19,10 +19,10 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import ragtrace
-from ragtrace._internal import declared
-from ragtrace._internal.chunks import to_chunk
-from ragtrace._internal.declared import Declared, leading_label, resolve
-from ragtrace._internal.tokens import DEFAULT_TOKENIZER
+from ragtrace._internal.core import declared
+from ragtrace._internal.core.chunks import to_chunk
+from ragtrace._internal.core.declared import Declared, leading_label, resolve
+from ragtrace._internal.core.tokens import DEFAULT_TOKENIZER
 
 INVITES = {"id": "invites", "content": "Invites expire after **7 days**."}
 YES = {"id": "yes", "content": "Yes."}

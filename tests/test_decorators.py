@@ -13,7 +13,8 @@ from opentelemetry import trace
 from opentelemetry.trace import StatusCode
 
 import ragtrace
-from ragtrace._internal import config, names
+from ragtrace._internal.setup import config
+from ragtrace._internal import names
 
 DOCS = [{"id": "a", "score": 0.9, "content": "alpha text"}, {"id": "b", "score": 0.5, "content": "beta text"}]
 
@@ -339,8 +340,8 @@ def test_tracing_off_calls_straight_through():
 def test_tracing_off_pipeline_does_no_bookkeeping(monkeypatch):
     """Neither a TracerProvider nor a MeterProvider: nothing could see a span, figure or metric,
     so the pipeline keeps no state, hashes nothing and computes nothing; the app's values are unchanged."""
-    from ragtrace._internal import chunks as chunks_module
-    from ragtrace._internal import state as state_module
+    from ragtrace._internal.core import chunks as chunks_module
+    from ragtrace._internal.stages import state as state_module
 
     hashed = []
     real_hash = chunks_module.content_hash
@@ -506,7 +507,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 import ragtrace
-from ragtrace._internal import config
+from ragtrace._internal.setup import config
 
 DOCS = [{"id": "a", "score": 0.9, "content": "alpha text"}]
 

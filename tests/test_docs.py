@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 import ragtrace
-from ragtrace._internal import names, reference
+from ragtrace._internal import names
+from ragtrace._internal.names import reference
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -20,7 +21,7 @@ BLOCK = re.compile(r"^```python\n(.*?)^```", re.M | re.S)
 
 def test_attribute_reference_is_generated_from_names():
     assert (ROOT / "docs" / "attributes.md").read_text() == reference.render(), (
-        "docs/attributes.md is stale: python -m ragtrace._internal.reference > docs/attributes.md"
+        "docs/attributes.md is stale: python -m ragtrace._internal.names.reference > docs/attributes.md"
     )
 
 

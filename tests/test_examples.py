@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from loopback import ANSWER, QuietHandler, serve
-from ragtrace._internal.otlp_json import attributes_to_dict
+from ragtrace._internal.export.otlp_json import attributes_to_dict
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"

@@ -1,6 +1,6 @@
 """JsonLinesExporter and ConsoleTreeExporter with the real SDK (TracerProvider + SimpleSpanProcessor).
 
-Spans are built by hand with ragtrace's attribute keys (from names.py), not through the
+Spans are built by hand with ragtrace's attribute keys (from ragtrace._internal.names), not through the
 high-level API, so these tests pin the exporters alone.
 """
 
@@ -27,9 +27,9 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, StatusCod
 from ids import CountingIds
 import ragtrace
 import ragtrace.exporters as exporters_package
-from ragtrace._internal import own_provider
+from ragtrace._internal.setup import own_provider
 from ragtrace._internal import names as n
-from ragtrace._internal.otlp_json import attributes_to_dict, encode_spans
+from ragtrace._internal.export.otlp_json import attributes_to_dict, encode_spans
 from ragtrace.exporters import ConsoleTreeExporter, JsonLinesExporter
 
 MS = 1_000_000

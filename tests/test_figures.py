@@ -16,9 +16,9 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 
 import ragtrace
 from ragtrace._internal import names
-from ragtrace._internal.assembly import Placement
-from ragtrace._internal.chunks import Chunk
-from ragtrace._internal.figures import Answer, compute, label
+from ragtrace._internal.core.assembly import Placement
+from ragtrace._internal.core.chunks import Chunk
+from ragtrace._internal.core.figures import Answer, compute, label
 
 PROXIES = ("context_precision", "recall_proxy", "recall_proxy_weighted", "context_utilization")
 

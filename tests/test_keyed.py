@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import ragtrace
-from ragtrace._internal import keyed
+from ragtrace._internal.core import keyed
 
 FIX = "set RAGTRACE_HASH_KEY or configure(hash_key=...) to a secret your processes share"
 WITH_IDS = [{"id": "kb-1", "content": "Refunds take 5 days."}, {"id": "kb-2", "content": "Shipping is free."}]

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 import ragtrace
-from ragtrace._internal.chunks import to_chunk
-from ragtrace._internal.locate import locate
+from ragtrace._internal.core.chunks import to_chunk
+from ragtrace._internal.core.locate import locate
 
 INVITES = {"id": "invites", "content": "Invites expire after **7 days**."}
 YES = {"id": "yes", "content": "Yes."}

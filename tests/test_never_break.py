@@ -34,8 +34,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 import ragtrace
-from ragtrace._internal import answer, assemble_stage, assembly, declared, locate, chunks, config, figures, generation, guard, names, otel_metrics, pipeline, retrieval, stage, spans as spans_module
-from ragtrace._internal.otlp_json import encode_spans as encode_json
+from ragtrace._internal.core import answer, assembly, declared, locate, chunks, figures, guard
+from ragtrace._internal.stages import assemble_stage, generation, pipeline, retrieval, stage, spans as spans_module
+from ragtrace._internal.setup import config, otel_metrics
+from ragtrace._internal import names
+from ragtrace._internal.export.otlp_json import encode_spans as encode_json
 
 ROOT = Path(__file__).resolve().parent.parent
 PROXIES = set(names.PROXY_METRICS)
@@ -915,7 +918,9 @@ def test_spans_are_flushed_to_jsonl_at_interpreter_exit(tmp_path):
 MEMORY_SCRIPT = """
 import gc, json, sys, time, tracemalloc
 import ragtrace
-from ragtrace._internal import config, guard, state
+from ragtrace._internal.setup import config
+from ragtrace._internal.stages import state
+from ragtrace._internal.core import guard
 from opentelemetry import trace
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 
@@ -1020,7 +1025,9 @@ FORK_SCRIPT = """
 import os, sys, threading, time
 import ragtrace
 from opentelemetry.sdk.trace import TracerProvider
-from ragtrace._internal import config, guard, keyed, otel_metrics, own_provider, state
+from ragtrace._internal.setup import config, otel_metrics, own_provider
+from ragtrace._internal.stages import state
+from ragtrace._internal.core import guard, keyed
 
 ragtrace.configure(tracer_provider=TracerProvider(), capture_content="redact")
 locks = [(state, "_implicit_lock"), (guard, "_seen_lock"), (config, "_config_lock"), (own_provider, "_own_lock"), (keyed, "_lock"), (otel_metrics, "_cache_lock")]
@@ -1148,7 +1155,7 @@ def test_one_trace_too_many_in_flight_degrades_that_trace_alone_and_says_so(span
     lost their retrievals)."""
     from collections import OrderedDict
 
-    from ragtrace._internal import state
+    from ragtrace._internal.stages import state
 
     monkeypatch.setattr(state, "_implicit", OrderedDict())
     monkeypatch.setattr(state, "_evicted", OrderedDict())

@@ -32,8 +32,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import ragtrace
-from ragtrace._internal import config
-from ragtrace._internal.otlp_json import encode_spans as encode_json
+from ragtrace._internal.setup import config
+from ragtrace._internal.export.otlp_json import encode_spans as encode_json
 
 EXAMPLES = 1000
 

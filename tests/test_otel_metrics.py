@@ -13,7 +13,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 
 import ragtrace
-from ragtrace._internal import names, otel_metrics
+from ragtrace._internal import names
+from ragtrace._internal.setup import otel_metrics
 
 DOCS = [{"id": f"d{i}", "score": 1.0 - i / 10, "content": f"text {i}"} for i in range(4)]
 
@@ -124,7 +125,7 @@ def test_global_meter_provider_only_enables_decorators(reader, monkeypatch):
 
 def test_no_meter_provider_records_nothing():
     ragtrace.configure(tracer_provider=TracerProvider())
-    assert otel_metrics.instruments(ragtrace._internal.config.current()) is None
+    assert otel_metrics.instruments(ragtrace._internal.setup.config.current()) is None
     assert pipeline().metrics["recall_proxy"] == 0.25
 
 

@@ -31,7 +31,7 @@ from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, S
 from ids import CountingIds
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 from ragtrace._internal import names
-from ragtrace._internal.otlp_json import attributes_to_dict, decode_any_value, encode_any_value, encode_attributes, encode_spans
+from ragtrace._internal.export.otlp_json import attributes_to_dict, decode_any_value, encode_any_value, encode_attributes, encode_spans
 
 
 # --- helpers ----------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from llama_index.core.base.response.schema import Response, StreamingResponse
 
 import ragtrace
 from ragtrace._internal import names
-from ragtrace._internal.outputs import langchain_output
+from ragtrace._internal.core.outputs import langchain_output
 
 USAGE = {"input_tokens": 42, "output_tokens": 9, "total_tokens": 51}
 

@@ -18,7 +18,8 @@ from opentelemetry import trace
 from opentelemetry.trace import StatusCode
 
 import ragtrace
-from ragtrace._internal import config, names
+from ragtrace._internal.setup import config
+from ragtrace._internal import names
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -265,7 +266,7 @@ def test_tracing_off_returns_the_very_same_iterator():
 def test_a_proxy_that_wraps_itself_does_not_hang_the_choice_of_protocol():
     """An object with both iteration protocols whose ``__wrapped__`` is itself: the search for
     what it wraps stops, and it is read as the sync iterator it first offers."""
-    from ragtrace._internal.passthrough import _shape
+    from ragtrace._internal.stages.passthrough import _shape
 
     class Both:
         def __iter__(self):

@@ -10,7 +10,7 @@ import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 
 import ragtrace
-from ragtrace._internal import config, prometheus_endpoint
+from ragtrace._internal.setup import config, prometheus_endpoint
 
 
 def free_port() -> int:

@@ -12,7 +12,7 @@ import time
 import pytest
 
 import ragtrace
-from ragtrace._internal import config, prometheus_endpoint
+from ragtrace._internal.setup import config, prometheus_endpoint
 from test_prometheus_endpoint import free_port, free_range, one_run, runs_total, scrape
 
 TIMEOUT = 20

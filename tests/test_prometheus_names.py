@@ -10,7 +10,9 @@ from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.sdk.metrics import MeterProvider
 from prometheus_client import CollectorRegistry, generate_latest
 
-from ragtrace._internal import config, names, otel_metrics, prometheus_names
+from ragtrace._internal.setup import config, otel_metrics
+from ragtrace._internal import names
+from ragtrace._internal.names import prometheus_names
 
 
 def test_every_instrument_is_scraped_under_the_name_the_dashboard_uses():

@@ -39,7 +39,7 @@ def test_chat_template_is_json_messages(spans):
 
 
 def test_the_default_template_is_recorded_when_only_variables_are_given(spans):
-    from ragtrace._internal.assembly import DEFAULT_TEMPLATE
+    from ragtrace._internal.core.assembly import DEFAULT_TEMPLATE
 
     _assemble(None, question="q?")
     assert spans.one(names.STAGE_ASSEMBLE).attributes[names.OI_PROMPT_TEMPLATE] == DEFAULT_TEMPLATE

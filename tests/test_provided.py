@@ -3,10 +3,11 @@ Every expected value is worked by hand from the inputs written out in each test.
 
 from __future__ import annotations
 
-from ragtrace._internal import figures, names
-from ragtrace._internal.chunks import Chunk
-from ragtrace._internal.provided import Provided, Source, by_file, by_index, context_record, scored
-from ragtrace._internal.tokens import SimpleTokenizer
+from ragtrace._internal.core import figures
+from ragtrace._internal import names
+from ragtrace._internal.core.chunks import Chunk
+from ragtrace._internal.core.provided import Provided, Source, by_file, by_index, context_record, scored
+from ragtrace._internal.core.tokens import SimpleTokenizer
 
 A, B, C = Source("a", "Alpha beta.", 0), Source("b", "Gamma.", 0), Source("c", None, 2)
 SOURCES = {"search_result_index": [A, B], "document_index": [C]}

@@ -24,7 +24,9 @@ from opentelemetry.trace import StatusCode
 
 import ragtrace
 from ids import keyed_digest
-from ragtrace._internal import chunks, config, keyed, names, redaction
+from ragtrace._internal.core import chunks, keyed
+from ragtrace._internal.setup import config, redaction
+from ragtrace._internal import names
 
 ROOT = Path(__file__).resolve().parent.parent
 

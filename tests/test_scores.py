@@ -12,7 +12,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import ragtrace
-from ragtrace._internal import config, names, otel_metrics, redaction
+from ragtrace._internal.setup import config, otel_metrics, redaction
+from ragtrace._internal import names
 
 from test_otel_metrics import points
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ragtrace._internal.spans import compact_json, id_score_json
+from ragtrace._internal.stages.spans import compact_json, id_score_json
 
 IDS = st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_size=12)  # escapes, non-ASCII, lone surrogates
 SCORES = st.one_of(st.none(), st.floats(allow_nan=False, allow_infinity=False), st.integers(-5, 5))

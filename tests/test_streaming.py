@@ -13,7 +13,8 @@ from collections.abc import Iterator
 import pytest
 
 import ragtrace
-from ragtrace._internal import generation, names, stage
+from ragtrace._internal.stages import generation, stage
+from ragtrace._internal import names
 
 from test_otel_metrics import points
 

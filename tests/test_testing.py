@@ -11,7 +11,7 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
 import ragtrace
-from ragtrace._internal import config
+from ragtrace._internal.setup import config
 from ragtrace.testing import CapturedSpans, PipelineFigures, capture
 
 pytest_plugins = ["pytester"]
@@ -150,7 +150,7 @@ def test_fixture_restores_the_previous_configuration(user_project: pytest.Pytest
     user_project.makepyfile(
         test_kept="""
         from app import answer
-        from ragtrace._internal import config
+        from ragtrace._internal.setup import config
 
         def test_configuration_kept_but_spans_captured(ragtrace_spans):
             answer("q")

@@ -92,7 +92,7 @@ def test_upper_bounds_hold(texts, budget):
 def test_putting_counts_off_never_changes_what_lands(texts, budget):
     """The builder counts a chunk only once the budget could bind; the prompt, placements, tokens
     and drops are those of counting every chunk at once (a tokenizer without a bound)."""
-    from ragtrace._internal.assembly import ContextBuilder
+    from ragtrace._internal.core.assembly import ContextBuilder
 
     class Eager:  # no at_most: every chunk is counted as it is added
         count, truncate = SimpleTokenizer().count, SimpleTokenizer().truncate

@@ -132,7 +132,7 @@ def test_the_apps_own_processor_sees_the_finished_attributes_and_run_metrics_hol
 
 def test_the_roots_figures_are_the_answers_when_nothing_changed_since(spans, monkeypatch):
     """One answer and no retrieval after it: the root's figures are computed once, not twice."""
-    from ragtrace._internal import figures
+    from ragtrace._internal.core import figures
 
     calls = []
     real = figures.compute

@@ -39,7 +39,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _version() -> str:
     """The version, and whether the report path runs compiled here (``compiled``)."""
-    from .._internal.config import VERSION
+    from .._internal.setup.config import VERSION
     from .compiled import build
 
     return f"{VERSION} (report path: {build()})"
@@ -175,7 +175,7 @@ def _group_by(text: str | None) -> tuple[str, ...]:
 
 
 def _run(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
-    from . import html, render, tables
+    from . import html, json_output, tables, text_output
     from .diagnostics import Diagnostics
     from .report import ReadOptions
 
@@ -222,10 +222,10 @@ def _run(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     try:
         warnings = diagnostics.total
         if args.json:
-            (render.write_report_json if args.command == "report" else render.write_eval_json)(result, out)
+            (json_output.write_report_json if args.command == "report" else json_output.write_eval_json)(result, out)
         else:
             writer = tables.Writer(out, tables.choose_style(out, args.markdown, args.plain))
-            (render.write_report_text if args.command == "report" else render.write_eval_text)(result, writer, warnings)
+            (text_output.write_report_text if args.command == "report" else text_output.write_eval_text)(result, writer, warnings)
         out.flush()
     finally:
         if out is not stdout:

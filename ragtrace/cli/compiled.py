@@ -34,7 +34,7 @@ MODULES = (
     "ragtrace.cli.latency",
     "ragtrace.cli.scores",
     "ragtrace.cli.report",
-    "ragtrace._internal.figures",
+    "ragtrace._internal.core.figures",
 )
 
 COMPILED, PURE, MIXED = "compiled", "pure Python", "partly compiled"

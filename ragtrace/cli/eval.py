@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from .._internal import names
-from .._internal.keyed import warn_if_random
-from .._internal.stage import query_hash
+from .._internal.core.keyed import warn_if_random
+from .._internal.stages.stage import query_hash
 from .diagnostics import Diagnostics
 from .notdata import JunkRun, binary
 from .reader import InputError, ReadStats

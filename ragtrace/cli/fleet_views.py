@@ -1,6 +1,6 @@
 """The fleet view as data: the Grafana dashboard and the Prometheus rules ``ragtrace dashboard`` prints.
 
-Every query is spelled from ``names.py`` through ``prometheus_names``, so it selects only on metric
+Every query is spelled from ``ragtrace._internal.names`` through ``prometheus_names``, so it selects only on metric
 names and labels ragtrace emits, plus ``job`` (never ``service_name``, ``otel_scope_*`` or another
 label that differs between the scrape endpoint, the Collector and Prometheus's OTLP receiver).
 The files shipped in ``ragtrace/dashboards/`` are this module's output; regenerate them with
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._internal import names
-from .._internal.prometheus_names import label, metric
+from .._internal.names.prometheus_names import label, metric
 
 SHIPPED = Path(__file__).resolve().parent.parent / "dashboards"
 DASHBOARD_FILE = "ragtrace-rag-quality.json"

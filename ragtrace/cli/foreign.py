@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._internal import names
-from .._internal.assembly import Placement
-from .._internal.locate import locate
-from .._internal.chunks import Chunk, to_chunk
-from .._internal.answer import score
-from .._internal.figures import Answer, compute
+from .._internal.core.assembly import Placement
+from .._internal.core.locate import locate
+from .._internal.core.chunks import Chunk, to_chunk
+from .._internal.core.answer import score
+from .._internal.core.figures import Answer, compute
 from .row import (
     SOURCE_GEN_AI,
     SOURCE_OPENINFERENCE,

@@ -19,7 +19,10 @@ from typing import TYPE_CHECKING, Any
 from .._internal import names
 from . import charts
 from .aggregate import PERCENTILES, SUMMARY_FIGURES, Group
-from .render import citation_text, iso_time, number, percent, shown_query
+from .latency import StreamLatency
+from .records import citation_text, iso_time, shown_query
+from .render import number, over_cap_line, percent, score_tables
+from .scores import ScoreJoin
 from .row import Row
 from .runs import chunk_lines
 
@@ -234,7 +237,7 @@ def report_page(result: ReportResult, warnings: int) -> str:
     body.append(position_chart(overall))
     body.append("<h2>Figures over all runs</h2>")
     body.append(_figures_table(overall))
-    body.extend(result.sections_html())
+    body.extend(scores_sections(result.scores, result.latency))
     body.extend(_group_sections(aggregator.groups))
     if shown:
         body.append(f"<h2>Runs ({len(shown)} worst of {result.runs:,})</h2>" if len(shown) < result.runs else f"<h2>Runs ({result.runs:,})</h2>")
@@ -336,3 +339,14 @@ def write(path: str, page: str) -> None:
 
 
 __all__ = ["report_page", "eval_page", "write", "citation_text"]
+
+
+def scores_sections(scores: ScoreJoin | None, latency: StreamLatency | None) -> list[str]:
+    body: list[str] = []
+    for table in score_tables(scores, latency):
+        body.append(f"<h2>{escape(table.title)}</h2>")
+        body.append(_table(table.headers, table.rows, table.right))
+    dropped = over_cap_line(scores) if scores is not None else None
+    if dropped is not None:
+        body.append(f"<p>{escape(dropped)}</p>")
+    return body

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .._internal.figures import Figures, Placed, Retrieved
+from .._internal.core.figures import Figures, Placed, Retrieved
 from .._internal.names import (
     ALL_METRICS,
     METRIC_CITED_POSITIONS,

@@ -1,4 +1,6 @@
-"""Text outputs of both commands: terminal tables (plain, or ``rich`` when installed), Markdown, JSON.
+"""Formatting helpers every output shares: numbers and shares as shown, the report's summary of a
+group, and its tables (``tables.Table``, drawn by the terminal, Markdown and HTML outputs alike),
+the judge-score and streaming tables among them.
 
 Every run says how its context was known (``"inclusion"``: recorded, declared, provider (the model
 API reported it), located, or inferred for traces of other instrumentations); figures resting on chunk text searched for in the
@@ -8,112 +10,25 @@ measured are ``-`` / ``null``.
 
 from __future__ import annotations
 
-import datetime as _dt
-import json
-import math
-from collections.abc import Callable
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 from .._internal import names
 from .aggregate import PERCENTILES, SUMMARY_FIGURES, Group
-from .tables import Table, Writer
-from .verdicts import Verdict, reason_text
-from .traces import Row
+from .aggregator import MAX_GROUP_VALUES, OTHER
+from .latency import LATENCY_PERCENTILES, StreamLatency
+from .records import citation_text, clean, iso_time, shown_query
+from .scores import QUADRANTS, ScoreJoin, ScoreSummary
+from .tables import Table
+from .verdicts import reason_text
 
 if TYPE_CHECKING:
     from .eval import EvalResult
     from .report import ReportResult
 
-REDACTED = "(redacted)"
 _INCLUSION_ORDER = {method: index for index, method in enumerate(names.INCLUSION_METHODS)}
+
+
 _QUERY_WIDTH = 40
-_ROW_FIGURES = (
-    names.METRIC_RETRIEVED,
-    names.METRIC_IN_CONTEXT,
-    names.METRIC_CITED,
-    names.METRIC_CONTEXT_PRECISION,
-    names.METRIC_RECALL_PROXY,
-    names.METRIC_RECALL_PROXY_WEIGHTED,
-    names.METRIC_CONTEXT_UTILIZATION,
-    names.METRIC_WASTED_CONTEXT_TOKENS,
-    names.METRIC_DUPLICATE_CHUNKS,
-    names.METRIC_INVALID_CITATIONS,
-    names.METRIC_OUT_OF_CONTEXT_CITATIONS,
-    names.METRIC_UNKNOWN_CITATIONS,
-    names.METRIC_CITED_POSITIONS,
-)
-
-
-# --- values ---------------------------------------------------------------------------------------
-def iso_time(time_ns: int) -> str | None:
-    if not time_ns:
-        return None
-    try:
-        moment = _dt.datetime.fromtimestamp(time_ns / 1e9, tz=_dt.timezone.utc)
-    except (OverflowError, OSError, ValueError):
-        return None
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def clean(value: Any) -> Any:
-    """JSON-safe: NaN and infinities become None."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, list):
-        return [clean(v) for v in value]
-    if isinstance(value, dict):
-        return {k: clean(v) for k, v in value.items()}
-    return value
-
-
-def shown_query(row: Row) -> str | None:
-    if row.query is not None:
-        return row.query
-    if row.content_mode in ("redact", "hash"):
-        return REDACTED
-    return None
-
-
-def citation_text(row: Row) -> str:
-    if not row.answers:
-        return "-"
-    if row.nonconformant == 0:
-        return "yes"
-    if row.nonconformant == row.answers:
-        return "none"
-    return f"{row.answers - row.nonconformant}/{row.answers}"
-
-
-def row_record(row: Row, row_verdict: Verdict) -> dict[str, Any]:
-    """One run as a JSON object (the ``traces`` entries of ``report --json``)."""
-    record: dict[str, Any] = {
-        "trace_id": row.trace_id,
-        "span_id": row.span_id,
-        "time": iso_time(row.time),
-        "pipeline": row.pipeline,
-        "labels": row.labels,
-        "query": shown_query(row),
-        "query_id": row.query_id,
-        "source": row.source,
-        "inferred": row.inferred,
-        "inclusion": row.inclusion,
-        "top_k": row.top_k,
-    }
-    for metric in _ROW_FIGURES:
-        record[metric] = row.figures.get(metric)
-    record.update(
-        {
-            "answers": row.answers,
-            "answers_without_citations": row.nonconformant,
-            "citations": citation_text(row),
-            "verdict": row_verdict.label,
-            "reasons": list(row_verdict.reasons),
-            "status": row.status,
-            "recorded_mismatch": row.mismatches,
-            "where": row.where,
-        }
-    )
-    return clean(record)
 
 
 def number(value: Any, inferred: bool = False) -> str:
@@ -133,15 +48,14 @@ def percent(share: float | None) -> str:
     return f"{value:.0f}%" if value >= 1 or value == 0 else f"{value:.1f}%"
 
 
-def _one_line(text: str | None, width: int = _QUERY_WIDTH) -> str:
+def one_line(text: str | None, width: int = _QUERY_WIDTH) -> str:
     if not text:
         return ""
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-# --- report: shared document ----------------------------------------------------------------------
-def _inclusion_counts(group: Group) -> dict[str, int]:
+def inclusion_counts(group: Group) -> dict[str, int]:
     """Runs by inclusion method: recorded, declared, provider, located, inferred first, then mixed ones."""
     counts = group.inclusion
     return {method: counts[method] for method in sorted(counts, key=lambda m: (_INCLUSION_ORDER.get(m, len(_INCLUSION_ORDER)), m))}
@@ -155,7 +69,7 @@ def group_summary(group: Group) -> dict[str, Any]:
             "measurable": group.measurable,
             "not_measurable": group.traces - group.measurable,
             "inferred": group.inferred,
-            "inclusion": _inclusion_counts(group),
+            "inclusion": inclusion_counts(group),
             "verdicts": dict(group.verdicts),
             "not_measurable_reasons": {reason_text(k): v for k, v in group.reasons.items()},
             "figures": group.percentiles(),
@@ -175,55 +89,6 @@ def group_summary(group: Group) -> dict[str, Any]:
     )
 
 
-def report_document(result: ReportResult) -> dict[str, Any]:
-    aggregator = result.aggregator
-    stats = result.stats
-    return {
-        "command": "report",
-        "inputs": {
-            "files": result.files,
-            "bytes": stats.bytes,
-            "lines": stats.lines,
-            "spans": stats.spans,
-            "traces": stats.traces,
-            "runs": result.runs,
-            "traces_without_runs": stats.traces_without_runs,
-            "late_spans": stats.late_spans,
-            "traces_finished_early": stats.evicted_traces,
-            "recorded_mismatches": aggregator.mismatched,
-        },
-        "thresholds": result.settings.thresholds,
-        "summary": group_summary(aggregator.overall),
-        "groups": {
-            dimension: {value: group_summary(group) for value, group in sorted(groups.items())}
-            for dimension, groups in aggregator.groups.items()
-            if groups
-        },
-        **result.sections_document(),
-        "recommendations": result.recommendations(),
-        "fail_under": result.settings.fail_under,
-        "gate_failures": result.gate_failures,
-        "series": clean(aggregator.series.points()),
-    }
-
-
-def write_report_json(result: ReportResult, out: IO[str]) -> None:
-    """One JSON document; ``traces`` holds every run (streamed from the spool)."""
-    head = json.dumps(report_document(result), ensure_ascii=False, indent=1, allow_nan=False)
-    out.write(head[:-2] if head.endswith("\n}") else head[:-1])
-    out.write(',\n "traces": [')
-    spool = result.spool
-    if spool is not None:
-        spool.seek(0)
-        first = True
-        for line in spool:
-            out.write("\n  " if first else ",\n  ")
-            out.write(line.rstrip("\n"))
-            first = False
-    out.write("\n ]\n}\n")
-
-
-# --- report: text ---------------------------------------------------------------------------------
 def figures_table(title: str, group: Group) -> Table:
     table = Table(title, ["figure", *(f"p{p}" for p in PERCENTILES), "n"], [False, True, True, True, True])
     for metric in SUMMARY_FIGURES:
@@ -262,7 +127,7 @@ def runs_table(result: ReportResult) -> Table:
         table.add(
             (iso_time(row.time) or "-").replace("T", " ").rstrip("Z"),
             row.pipeline or "-",
-            _one_line(shown_query(row)),
+            one_line(shown_query(row)),
             number(figures.get(names.METRIC_RETRIEVED), inferred),
             number(figures.get(names.METRIC_IN_CONTEXT), inferred),
             number(figures.get(names.METRIC_CITED), inferred),
@@ -284,110 +149,99 @@ def input_line(result: ReportResult | EvalResult, warnings: int) -> str:
     )
 
 
-def write_report_text(result: ReportResult, writer: Writer, warnings: int) -> None:
-    aggregator = result.aggregator
-    overall = aggregator.overall
-    writer.heading("ragtrace report")
-    writer.line(input_line(result, warnings))
-    if result.stats.traces_without_runs:
-        writer.line(f"{result.stats.traces_without_runs:,} trace(s) with no retrieval or model call (index building, other work) are not pipeline runs")
-    inclusion = ", ".join(f"{method} {count:,}" for method, count in _inclusion_counts(overall).items())
-    writer.line(
-        f"{overall.measurable:,} measured, {overall.traces - overall.measurable:,} not measurable; "
-        f"inclusion: {inclusion or 'none known'} (~ marks figures resting on located or inferred inclusion); "
-        f"verdicts: " + ", ".join(f"{k} {v:,}" for k, v in sorted(overall.verdicts.items()))
-    )
-    if aggregator.mismatched:
-        writer.line(f"{aggregator.mismatched:,} run(s) whose recomputed figures differ from those recorded online (see warnings)")
-    writer.line()
-    writer.table(figures_table("Figures over all runs (nearest-rank percentiles)", overall))
-    duplicates = overall.duplicates / overall.retrieved_items if overall.retrieved_items else None
-    writer.line(f"Answers without conformant citations: {percent(overall.nonconformant_share)} of {overall.answers:,}")
-    if overall.traces_with_answers:
-        writer.line(
-            f"Invalid citations: {overall.out_of_context_citations + overall.unknown_citations:,} in {overall.traces_with_invalid:,} of "
-            f"{overall.traces_with_answers:,} runs with an answer: {overall.out_of_context_citations:,} out of context (a retrieved chunk the "
-            f"prompt did not show), {overall.unknown_citations:,} unknown (naming nothing retrieved)"
+# --- the judge-score and streaming sections ------------------------------------------------------
+def _share(part: int, whole: int) -> float | None:
+    return part / whole if whole else None
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def score_record(summary: ScoreSummary) -> dict[str, Any]:
+    placed = summary.placed
+    return {
+        "scores": summary.distribution.n,
+        **summary.percentiles(),
+        "scorers": dict(summary.scorers),
+        "labels": dict(summary.labels.most_common()),
+        "runs": summary.runs,
+        "not_joined": summary.unjoined,
+        "runs_without_proxy": summary.unmeasured,
+        "bar": summary.bar,
+        "quadrants": {
+            key: {
+                "proxy_high": proxy_high,
+                "score_high": score_high,
+                "meaning": meaning,
+                "runs": summary.quadrants[key].runs,
+                "share": _share(summary.quadrants[key].runs, placed),
+                "example_trace_ids": summary.quadrants[key].example_ids(),
+            }
+            for key, proxy_high, score_high, meaning in QUADRANTS
+        },
+    }
+
+
+def scores_table(scores: ScoreJoin) -> Table:
+    headers = ["score", "n", "runs", "not joined", "p25", "p50", "p90", "scorers", "labels"]
+    table = Table("Judge scores (joined to runs by trace id)", headers, [False, True, True, True, True, True, True, False, False])
+    for name, summary in scores.summaries().items():
+        p = summary.percentiles()
+        table.add(
+            name,
+            summary.distribution.n,
+            summary.runs,
+            summary.unjoined,
+            number(p["p25"]),
+            number(p["p50"]),
+            number(p["p90"]),
+            ", ".join(f"{k} {v}" for k, v in sorted(summary.scorers.items())),
+            ", ".join(f"{k} {v}" for k, v in summary.labels.most_common(4)) or "-",
         )
-    writer.line(f"Empty retrievals: {percent(overall.empty_retrieval_rate)} of {overall.retrievals:,}")
-    writer.line(f"Duplicate chunks: {percent(duplicates)} of {overall.retrieved_items:,} retrieved")
-    if overall.reasons:
-        writer.line("Not measurable: " + ", ".join(f"{reason_text(k)} {v:,}" for k, v in overall.reasons.most_common()))
-    writer.line()
-    for dimension, groups in aggregator.groups.items():
-        if groups and (len(groups) > 1 or dimension == "pipeline"):
-            writer.table(groups_table(dimension, groups))
-    result.write_sections(writer)
-    recommendations = result.recommendations()
-    writer.heading("Recommendations")
-    writer.bullets(recommendations or ["None: no pattern in this data is strong enough to act on."])
-    if aggregator.rows_limit:
-        writer.table(runs_table(result))
-    if result.settings.fail_under:
-        if result.gate_failures:
-            writer.line("FAILED --fail-under: " + "; ".join(result.gate_failures))
-        else:
-            writer.line("Passed --fail-under: " + ", ".join(f"{k} p50 ≥ {v:g}" for k, v in result.settings.fail_under.items()))
+    return table
 
 
-# --- eval: text -----------------------------------------------------------------------------------
-def write_eval_text(result: EvalResult, writer: Writer, warnings: int) -> None:
-    summary = result.summary()
-    writer.heading("ragtrace eval")
-    writer.line(input_line(result, warnings))
-    writer.line(
-        f"golden queries: {summary['golden']:,}, matched: {summary['matched']:,}, never traced: {summary['unmatched']:,}; "
-        f"traces not in the golden set: {result.unlabelled:,}"
-    )
-    writer.line()
-    table = Table("Retrieval quality (mean over matched queries)", ["figure", "mean"], [False, True])
-    for key in ("recall", "precision", "mrr", "ndcg", "recall_proxy"):
-        table.add(key if key in ("mrr", "recall_proxy") else f"{key}@k", number(summary["means"].get(key)))
-    writer.table(table)
-    rho = summary["spearman"]
-    writer.line(
-        f"Agreement of recall_proxy with recall@k: Spearman ρ = {number(rho)} over {summary['agreement_n']} queries"
-        + ("" if rho is not None else " (needs 3+ queries with both figures, not all equal)")
-    )
-    writer.line()
-    blind = result.blind_spots()
-    writer.heading("Blind spots: proxy looks healthy, real recall is low")
-    if blind:
-        spots = Table(
-            f"{len(blind)} quer{'y' if len(blind) == 1 else 'ies'} (recall_proxy ≥ {result.proxy_bar:g}, recall@k < {result.low_recall:g})",
-            ["query", "recall_proxy", "recall@k", "relevant never retrieved"],
-            [False, True, True, False],
+def quadrant_table(scores: ScoreJoin, summary: ScoreSummary) -> Table:
+    title = f"{scores.proxy} (high ≥ {scores.proxy_bar:g}) × {summary.name} (high ≥ {summary.bar:g}): {summary.placed} runs"
+    table = Table(title, ["proxy", summary.name, "meaning", "runs", "share", "example trace ids"], [False, False, False, True, True, False])
+    for key, proxy_high, score_high, meaning in QUADRANTS:
+        quadrant = summary.quadrants[key]
+        table.add(
+            "high" if proxy_high else "low",
+            "high" if score_high else "low",
+            meaning,
+            quadrant.runs,
+            percent(_share(quadrant.runs, summary.placed)),
+            ", ".join(quadrant.example_ids()) or "-",
         )
-        for query in blind:
-            missing = ", ".join(query.never_retrieved[:5]) + (" …" if len(query.never_retrieved) > 5 else "")
-            spots.add(_one_line(query.label), number(query.mean("recall_proxy")), number(query.mean("recall")), missing)
-        writer.table(spots)
-    else:
-        writer.line("None.")
-        writer.line()
-    queries = Table("Per query", ["query", "traces", "k", "recall@k", "precision@k", "mrr", "ndcg@k", "recall_proxy"], [False] + [True] * 7)
-    for query in result.queries_for_display():
-        queries.add(
-            _one_line(query.label),
-            query.traces,
-            query.k_text(),
-            number(query.mean("recall")),
-            number(query.mean("precision")),
-            number(query.mean("mrr")),
-            number(query.mean("ndcg")),
-            number(query.mean("recall_proxy")),
-        )
-    writer.table(queries)
-    if result.fail_under:
-        if result.gate_failures:
-            writer.line("FAILED --fail-under: " + "; ".join(result.gate_failures))
-        else:
-            writer.line("Passed --fail-under: " + ", ".join(f"{k} ≥ {v:g}" for k, v in result.fail_under.items()))
+    return table
 
 
-def write_eval_json(result: EvalResult, out: IO[str]) -> None:
-    json.dump(clean(result.document()), out, ensure_ascii=False, indent=1, allow_nan=False)
-    out.write("\n")
+def latency_table(latency: StreamLatency) -> Table:
+    headers = ["pipeline", "streams", *(f"p{p}" for p in LATENCY_PERCENTILES)]
+    table = Table("Time to first chunk by pipeline (seconds, streamed generations)", headers, [False] + [True] * (len(headers) - 1))
+    for name, row in latency.table().items():
+        table.add(name, row["n"], *(_seconds(row[f"p{p}"]) for p in LATENCY_PERCENTILES))  # type: ignore[arg-type]
+    return table
 
 
-Renderer = Callable[[Any, Writer, int], None]
+def over_cap_line(scores: ScoreJoin) -> str | None:
+    """What the cap on distinct score names left out, or None when nothing."""
+    if not scores.over_cap:
+        return None
+    return (
+        f"{scores.over_cap:,} score(s) under names beyond the first {MAX_GROUP_VALUES} were counted, not summarised "
+        f"(at most {MAX_GROUP_VALUES} distinct score names, besides those with a bar or a gate; labels and scorers "
+        f"beyond {MAX_GROUP_VALUES} per name count as {OTHER})"
+    )
+
+
+def score_tables(scores: ScoreJoin | None, latency: StreamLatency | None) -> list[Table]:
+    tables = []
+    if scores is not None and scores.scored:
+        tables.append(scores_table(scores))
+        tables.extend(quadrant_table(scores, s) for s in scores.summaries().values() if s.runs)
+    if latency is not None and latency.pipelines:
+        tables.append(latency_table(latency))
+    return tables

@@ -12,16 +12,15 @@ import json
 import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO
 
 from .._internal.names import METRIC_RECALL_PROXY
 from .aggregator import DEFAULT_GROUP_BY, Aggregator
 from .diagnostics import Diagnostics, Progress, wants_progress
 from .inputs import NoSpansError
 from .latency import StreamLatency
+from .records import row_record
 from .reader import DECODER_AUTO, DEFAULT_GRACE_SPANS, DEFAULT_MAX_PENDING_SPANS, ReadStats, TraceReader
-from .render import row_record
-from . import scores_output
 from .scores import ScoreJoin, score_spans
 from .settings import SCORE_PREFIX, Settings
 from .traces import Row, rows_of
@@ -50,15 +49,6 @@ class ReportResult:
     scores: ScoreJoin | None = None  # judge scores joined to the runs
     latency: StreamLatency | None = None  # time to first chunk per pipeline
 
-    # the judge-score and streaming sections, for each output format
-    def write_sections(self, writer: Any) -> None:
-        scores_output.write_text(self.scores, self.latency, writer)
-
-    def sections_document(self) -> dict[str, Any]:
-        return scores_output.document(self.scores, self.latency)
-
-    def sections_html(self) -> list[str]:
-        return scores_output.html_sections(self.scores, self.latency)
 
     def recommendations(self) -> list[str]:
         """The aggregator's, then those the score quadrants support."""

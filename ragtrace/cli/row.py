@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._internal.figures import Answer, Figures, Placed, Retrieved
+from .._internal.core.figures import Answer, Figures, Placed, Retrieved
 from .._internal.names import (
     INCLUSION_INFERRED,
     INCLUSION_LOCATED,

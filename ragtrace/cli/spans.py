@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .._internal.otlp_json import decode_any_value
+from .._internal.export.otlp_json import decode_any_value
 from .diagnostics import Diagnostics
 
 try:  # the optional fast decoder (pip install 'ragtrace[cli]')

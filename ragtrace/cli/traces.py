@@ -16,7 +16,7 @@ as perfect. ``Row`` and what both share are in ``row``.
 
 from __future__ import annotations
 
-from .._internal.figures import STATUS_CONTEXT_NOT_LOCATED, Answer, Placed, Retrieved, compute
+from .._internal.core.figures import STATUS_CONTEXT_NOT_LOCATED, Answer, Placed, Retrieved, compute
 from .._internal.names import (
     GEN_AI_RETRIEVAL_QUERY_TEXT,
     GEN_AI_RETRIEVAL_TOP_K,

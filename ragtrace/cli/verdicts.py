@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .._internal.figures import (
+from .._internal.core.figures import (
     STATUS_CITATIONS_FILE_LEVEL,
     STATUS_EMPTY_CONTEXT,
     STATUS_EMPTY_RETRIEVAL,

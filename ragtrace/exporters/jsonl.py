@@ -20,7 +20,7 @@ from typing import IO, Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from .._internal.otlp_json import encode_spans
+from .._internal.export.otlp_json import encode_spans
 
 __all__ = ["JsonLinesExporter"]
 

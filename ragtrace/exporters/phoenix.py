@@ -2,7 +2,7 @@
 
 ``configure(exporter="phoenix:http://127.0.0.1:6006")`` builds one (``pip install 'ragtrace[phoenix]'``).
 Each ``export()`` (on the span processor's export thread) first sends its spans over OTLP/HTTP,
-then derives annotations from those finished spans (``_internal/annotations.py``: one per figure on
+then derives annotations from those finished spans (``_internal/export/annotations.py``: one per figure on
 the root and the answer generation, the proxies also on the trace, each retriever and reranker
 document's placed and cited marks, and judges' ``record_score`` results on the run's root) and writes them in batches through ``arize-phoenix-client``
 (Phoenix's ``/v1/span_annotations``, ``/v1/document_annotations`` and ``/v1/trace_annotations``,
@@ -26,8 +26,10 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from .._internal import annotations, config, names, otel_metrics
-from .._internal.annotations import Annotation
+from .._internal.export import annotations
+from .._internal.setup import otel_metrics
+from .._internal import names
+from .._internal.export.annotations import Annotation
 
 __all__ = ["PhoenixExporter", "PROJECT_ATTRIBUTE"]
 
@@ -172,7 +174,7 @@ class PhoenixExporter(SpanExporter):
     def _count_dropped(self) -> None:
         """Add the drops not yet counted to the app's MeterProvider (configured, else global), if any."""
         count, self._dropped_counted = self.dropped_annotations - self._dropped_counted, self.dropped_annotations
-        found = otel_metrics.instruments(config.current()) if count else None
+        found = otel_metrics.configured_instruments() if count else None
         if found is not None:
             found.dropped_annotations.add(count)
 

@@ -67,7 +67,7 @@ def test_no_command_prints_help(cli):
 
 
 def test_internal_errors_never_show_a_traceback(cli, known, monkeypatch):
-    from ragtrace.cli import render
+    from ragtrace.cli import text_output as render
 
     def broken(*args, **kwargs):
         raise RuntimeError("boom")

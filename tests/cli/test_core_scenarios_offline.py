@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from ragtrace._internal import config, names
+from ragtrace._internal.setup import config
+from ragtrace._internal import names
 from ragtrace.cli.diagnostics import Diagnostics
 from ragtrace.cli.reader import TraceReader
 from ragtrace.cli.traces import rows_of

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ids import HASH_KEY
-from ragtrace._internal import keyed
+from ragtrace._internal.core import keyed
 from ragtrace.cli.diagnostics import Diagnostics
 from ragtrace.cli.eval import GoldenError, load_golden, retrieval_metrics, spearman
 

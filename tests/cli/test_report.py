@@ -342,7 +342,7 @@ def test_a_retrieval_over_max_retrieved_is_not_measured_offline_either(cli, tmp_
     """Online, a retrieval of 5 with max_retrieved=3 records d1..d3 and counts 2 as omitted: the
     figures over R are left out (retrieval_truncated). The report recomputes the same from the
     spans, so it agrees with the online figures (no mismatch) and says why it can't measure R."""
-    from ragtrace._internal import config
+    from ragtrace._internal.setup import config
 
     path = tmp_path / "truncated.jsonl"
     provider = provider_to(path)

@@ -22,7 +22,9 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 import ragtrace
-from ragtrace._internal import config, generation, names, stage
+from ragtrace._internal.setup import config
+from ragtrace._internal.stages import generation, stage
+from ragtrace._internal import names
 from ragtrace.cli.row import Row
 from ragtrace.cli.scores import RUNS_SPOOL_BYTES, Score, ScoreJoin
 

@@ -12,7 +12,8 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
 import ragtrace
-from ragtrace._internal import config, names, otel_metrics, prometheus_endpoint
+from ragtrace._internal.setup import config, otel_metrics, prometheus_endpoint
+from ragtrace._internal import names
 from test_prometheus_endpoint import free_port, scrape
 
 

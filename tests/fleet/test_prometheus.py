@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from ragtrace._internal import otel_metrics
+from ragtrace._internal.setup import otel_metrics
 from ragtrace.cli import fleet_views
 
 HERE = Path(__file__).resolve().parent

@@ -1,4 +1,4 @@
-"""The shipped dashboard and rules as files: generated from names.py, portable, well-formed for
+"""The shipped dashboard and rules as files: generated from the names package, portable, well-formed for
 Grafana's schema and for promtool, and printed by ``ragtrace dashboard``."""
 
 from __future__ import annotations

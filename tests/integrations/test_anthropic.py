@@ -19,7 +19,7 @@ import pytest
 from anthropic.lib.streaming import MessageStream, MessageStreamManager
 
 import ragtrace
-from ragtrace._internal import keyed
+from ragtrace._internal.core import keyed
 
 from .anthropic_fake import MODEL, FakeAnthropic, at_chars, at_result, document, message, search_result
 

@@ -24,7 +24,7 @@ from botocore.exceptions import ClientError, ParamValidationError
 from botocore.stub import Stubber
 
 import ragtrace
-from ragtrace._internal.keyed import content_digest
+from ragtrace._internal.core.keyed import content_digest
 
 from .bedrock_fake import KB, MODEL_ARN, MODEL_ID, answer_stream, citation, client, result
 

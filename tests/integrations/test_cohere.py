@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 import ragtrace
-from ragtrace._internal import config
-from ragtrace._internal.keyed import content_digest
+from ragtrace._internal.setup import config
+from ragtrace._internal.core.keyed import content_digest
 
 from .cohere_fake import MODEL, FakeCohere, chat_events, chat_response, citation
 

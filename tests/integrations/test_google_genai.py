@@ -23,7 +23,7 @@ import pytest
 from google.genai import types
 
 import ragtrace
-from ragtrace._internal import keyed
+from ragtrace._internal.core import keyed
 
 from .gemini_fake import MODEL, STORE, FakeGemini, file_search_config, response, retrieved, support, web
 

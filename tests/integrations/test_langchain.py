@@ -25,7 +25,7 @@ from langchain_core.runnables import RunnablePassthrough
 from langchain_core.vectorstores import InMemoryVectorStore
 
 import ragtrace
-from ragtrace._internal import guard
+from ragtrace._internal.core import guard
 
 pytestmark = pytest.mark.usefixtures("langchain_on")
 
@@ -269,7 +269,7 @@ def test_the_apps_exception_passes_through_and_marks_the_root(spans, store):
 
 
 def test_an_internal_error_is_logged_once_and_swallowed(spans, store, monkeypatch, caplog):
-    from ragtrace._internal.retrieval import Retrieve
+    from ragtrace._internal.stages.retrieval import Retrieve
 
     def fail(self, output):
         raise RuntimeError("ragtrace bug")

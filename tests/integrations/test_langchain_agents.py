@@ -17,7 +17,7 @@ from langchain_core.messages import AIMessage  # noqa: E402
 from langchain_core.prompts import PromptTemplate  # noqa: E402
 
 import ragtrace  # noqa: E402
-from ragtrace._internal.tokens import SimpleTokenizer  # noqa: E402
+from ragtrace._internal.core.tokens import SimpleTokenizer  # noqa: E402
 
 from integrations.langchain_agent_apps import (  # noqa: E402
     QUESTION,

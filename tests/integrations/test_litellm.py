@@ -29,7 +29,7 @@ import pytest
 
 import ragtrace
 from loopback import ANSWER, VECTOR_STORE, QuietHandler, serve, serve_chat
-from ragtrace._internal import keyed
+from ragtrace._internal.core import keyed
 from ragtrace._internal.integrations import _litellm_calls
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # LiteLLM's bundled prices, no download

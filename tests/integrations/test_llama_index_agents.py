@@ -20,7 +20,7 @@ from llama_index.core.schema import TextNode
 from llama_index.core.tools import QueryEngineTool, RetrieverTool
 
 from llama_index_apps import TEXTS, CitingLLM
-from ragtrace._internal.tokens import SimpleTokenizer
+from ragtrace._internal.core.tokens import SimpleTokenizer
 
 pytestmark = pytest.mark.usefixtures("llama_index_on")
 KEYWORDS = ("refund", "credit", "shipping", "return")

@@ -1,4 +1,4 @@
-"""Request boundaries (``ragtrace._internal.boundary``): no request ever lands in another's trace.
+"""Request boundaries (``ragtrace._internal.boundaries.boundary``): no request ever lands in another's trace.
 
 The real OpenAI SDK under ``ragtrace.instrument("openai")``, answered by an ``httpx.MockTransport``
 in the API's own schema. Request ``r`` searches for ``req-r-`` and finds its own 4 chunks
@@ -29,7 +29,8 @@ import pytest
 from opentelemetry.trace import SpanKind
 
 import ragtrace
-from ragtrace._internal import auto_root, keyed
+from ragtrace._internal.boundaries import auto_root
+from ragtrace._internal.core import keyed
 
 from .test_openai import instrumented  # noqa: F401 - the fixture: instrument("openai") for one test
 

@@ -21,7 +21,7 @@ import openai
 import pytest
 
 import ragtrace
-from ragtrace._internal import keyed
+from ragtrace._internal.core import keyed
 
 from .openai_responses_fake import MODEL, STORE, FakeResponses, result
 

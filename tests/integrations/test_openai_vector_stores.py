@@ -23,7 +23,8 @@ from opentelemetry import trace
 
 import ragtrace
 from loopback import ANSWER, VECTOR_STORE, ChatCompletions
-from ragtrace._internal import auto_root, keyed
+from ragtrace._internal.boundaries import auto_root
+from ragtrace._internal.core import keyed
 
 from .test_openai import client, instrumented  # noqa: F401 - the fixture: instrument("openai") for one test
 

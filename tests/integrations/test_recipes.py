@@ -16,7 +16,7 @@ import os
 import pytest
 
 import ragtrace
-from ragtrace._internal import keyed
+from ragtrace._internal.core import keyed
 
 from .openai_responses_fake import MODEL, STORE, FakeResponses, result
 

@@ -25,11 +25,11 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
 from .. import names
-from ..assemble_stage import Assemble
-from ..declared import leading_label
-from ..guard import guard
-from ..messages import as_messages
-from ..stage import Stage
+from ..stages.assemble_stage import Assemble
+from ..core.declared import leading_label
+from ..core.guard import guard
+from ..core.messages import as_messages
+from ..stages.stage import Stage
 
 _SEPARATORS = ("\n\n", "\n")
 

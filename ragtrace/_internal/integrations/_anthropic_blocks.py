@@ -25,9 +25,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..keyed import content_digest
-from ..outputs import get
-from ..provided import Source
+from ..core.keyed import content_digest
+from ..core.outputs import get
+from ..core.provided import Source
 
 SEARCH_RESULT = "search_result_index"
 DOCUMENT = "document_index"

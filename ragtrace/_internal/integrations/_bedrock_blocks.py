@@ -26,9 +26,9 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..keyed import content_digest
-from ..outputs import get
-from ..provided import Source
+from ..core.keyed import content_digest
+from ..core.outputs import get
+from ..core.provided import Source
 from ._anthropic_blocks import DOCUMENT, SEARCH_RESULT, Request, distinct
 
 _LOCATIONS = (

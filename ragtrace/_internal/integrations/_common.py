@@ -11,9 +11,10 @@ import wrapt
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from .. import names, state as state_module
-from ..guard import call_guarded, guard
-from ..stage import STAGE_KEY, Stage
+from .. import names
+from ..stages import state as state_module
+from ..core.guard import call_guarded, guard
+from ..stages.stage import STAGE_KEY, Stage
 
 
 # a framework model call in progress in this context (LangChain's callbacks can't make its span

@@ -34,9 +34,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..keyed import content_digest
-from ..outputs import get
-from ..provided import Provided, Source, by_index
+from ..core.keyed import content_digest
+from ..core.outputs import get
+from ..core.provided import Provided, Source, by_index
 
 KIND = "grounding_chunk_index"  # how an invalid citation is reported: grounding_chunk_index=<n>
 _RAG_TOOLS = ("file_search", "retrieval")

@@ -23,11 +23,12 @@ from typing import Any
 
 from opentelemetry import trace
 
-from .. import names, state as state_module
-from ..generation import Generate
-from ..guard import guard
-from ..messages import content_text
-from ..retrieval import Retrieve
+from .. import names
+from ..stages import state as state_module
+from ..stages.generation import Generate
+from ..core.guard import guard
+from ..core.messages import content_text
+from ..stages.retrieval import Retrieve
 from . import _langchain_assembly
 from ._agent_rounds import Ledger, Round, ToolCall, ToolRoot, answer_context, pieces_in
 from .runs import Run, Runs, Scope, inside

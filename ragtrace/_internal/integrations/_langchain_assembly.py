@@ -14,8 +14,8 @@ from typing import Any
 
 import wrapt
 
-from ..assemble_stage import Assemble
-from ..guard import guard
+from ..stages.assemble_stage import Assemble
+from ..core.guard import guard
 from .runs import Scope, inside
 
 _STUFF_MODULE = "langchain_classic.chains.combine_documents.stuff"

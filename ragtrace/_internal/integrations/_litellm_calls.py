@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..guard import guard, new_locks_after_fork, warn_once
+from ..core.guard import guard, new_locks_after_fork, warn_once
 
 STALE_SECONDS = 300.0  # a call whose end is not logged by then is given up
 MAX_PENDING = 4096  # calls awaiting their end, at most (the oldest is given up beyond)

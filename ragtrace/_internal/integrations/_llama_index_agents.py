@@ -20,12 +20,13 @@ from typing import Any
 
 from opentelemetry import trace
 
-from .. import names, state as state_module
-from ..assembly import ContextRecord
-from ..generation import Generate
-from ..guard import guard
-from ..retrieval import Retrieve
-from ..stage import Stage
+from .. import names
+from ..stages import state as state_module
+from ..core.assembly import ContextRecord
+from ..stages.generation import Generate
+from ..core.guard import guard
+from ..stages.retrieval import Retrieve
+from ..stages.stage import Stage
 from ._agent_rounds import Ledger, Round, ToolCall, answer_context, pieces_in
 
 AGENT_METHODS = frozenset({"run"})

@@ -16,7 +16,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from ..pipeline import RagPipeline
+from ..stages.pipeline import RagPipeline
 from ._common import Attached
 
 STREAM_CHAT_METHODS = frozenset({"stream_chat", "astream_chat"})

@@ -15,11 +15,12 @@ from typing import Any
 
 from opentelemetry import trace
 
-from .. import names, state as state_module
-from ..assemble_stage import Assemble
-from ..assembly import ContextRecord
-from ..generation import Generate
-from ..outputs import end_mark
+from .. import names
+from ..stages import state as state_module
+from ..stages.assemble_stage import Assemble
+from ..core.assembly import ContextRecord
+from ..stages.generation import Generate
+from ..core.outputs import end_mark
 from . import _llama_index_agents
 from ._common import Attached, inside_generation
 from ._packing import derived_sources, exact_run, merged

@@ -12,8 +12,8 @@ from dataclasses import replace
 from typing import Any
 
 from .. import names
-from ..assembly import ContextRecord
-from ..declared import split_label
+from ..core.assembly import ContextRecord
+from ..core.declared import split_label
 
 SEPARATORS = ("\n\n", "\n")  # CompactAndRefine, Refine, TreeSummarize repack with "\n\n"; SimpleSummarize joins with "\n"
 

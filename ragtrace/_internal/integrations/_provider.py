@@ -20,12 +20,15 @@ from typing import Any
 
 from opentelemetry import trace
 
-from .. import auto_root, figures, names, state as state_module
-from ..assemble_stage import Assemble
-from ..chunks import Chunk
-from ..keyed import content_digest, holds_digest, warn_if_random
-from ..provided import Provided, Source, by_index, context_record
-from ..retrieval import Retrieve
+from ..boundaries import auto_root
+from .. import names
+from ..stages import state as state_module
+from ..core import figures
+from ..stages.assemble_stage import Assemble
+from ..core.chunks import Chunk
+from ..core.keyed import content_digest, holds_digest, warn_if_random
+from ..core.provided import Provided, Source, by_index, context_record
+from ..stages.retrieval import Retrieve
 from ._anthropic_blocks import Request
 
 

@@ -33,9 +33,9 @@ from typing import Any
 import wrapt
 from opentelemetry import trace
 
-from ..generation import Generate
-from ..guard import call_guarded, guard, warn_once
-from ..passthrough import record_as_consumed
+from ..stages.generation import Generate
+from ..core.guard import call_guarded, guard, warn_once
+from ..stages.passthrough import record_as_consumed
 from . import _provider
 from ._anthropic_blocks import event_refs, message_refs, read_request
 from ._common import call_wrappers, closed_with, inside_generation, started, unwrap

@@ -15,7 +15,7 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
-from ..guard import logger
+from ..core.guard import logger
 from . import LIBRARIES, Library, installed_version, lock, unsupported
 
 _OPTIONS = frozenset({"tracer_provider"})

@@ -42,14 +42,15 @@ from typing import Any
 
 from opentelemetry import trace
 
-from .. import auto_root, figures
-from ..generation import Generate
-from ..guard import call_guarded, guard
-from ..keyed import warn_if_random
-from ..outputs import get
-from ..passthrough import RecordingIterator
-from ..provided import Provided
-from ..retrieval import Retrieve
+from ..boundaries import auto_root
+from ..core import figures
+from ..stages.generation import Generate
+from ..core.guard import call_guarded, guard
+from ..core.keyed import warn_if_random
+from ..core.outputs import get
+from ..stages.passthrough import RecordingIterator
+from ..core.provided import Provided
+from ..stages.retrieval import Retrieve
 from . import _provider
 from ._anthropic_blocks import Request
 from ._bedrock_blocks import cited_segments, citation_ref, converse_output, read_converse, result_chunk

@@ -38,13 +38,13 @@ import wrapt
 from opentelemetry import trace
 
 from .. import names
-from ..generation import Generate
-from ..guard import guard
-from ..keyed import content_digest
-from ..outputs import get
-from ..passthrough import record_as_consumed
-from ..provided import Source
-from ..retrieval import Embed, Rerank
+from ..stages.generation import Generate
+from ..core.guard import guard
+from ..core.keyed import content_digest
+from ..core.outputs import get
+from ..stages.passthrough import record_as_consumed
+from ..core.provided import Source
+from ..stages.retrieval import Embed, Rerank
 from . import _provider
 from ._anthropic_blocks import DOCUMENT, Request
 from ._common import add_usage, call_wrappers, inside_generation, started, unwrap

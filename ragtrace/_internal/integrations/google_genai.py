@@ -31,11 +31,11 @@ from typing import Any
 import wrapt
 from opentelemetry import trace
 
-from .. import figures
-from ..generation import Generate
-from ..guard import guard
-from ..passthrough import record_as_consumed
-from ..provided import Provided
+from ..core import figures
+from ..stages.generation import Generate
+from ..core.guard import guard
+from ..stages.passthrough import record_as_consumed
+from ..core.provided import Provided
 from . import _gemini_grounding as grounding
 from . import _provider
 from ._common import call_wrappers, inside_generation, started, unwrap

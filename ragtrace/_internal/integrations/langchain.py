@@ -25,10 +25,10 @@ from uuid import UUID
 from opentelemetry import trace
 
 from .. import names
-from ..generation import Generate
-from ..guard import guard, is_strict
-from ..outputs import langchain_cut_off
-from ..retrieval import Rerank, Retrieve
+from ..stages.generation import Generate
+from ..core.guard import guard, is_strict
+from ..core.outputs import langchain_cut_off
+from ..stages.retrieval import Rerank, Retrieve
 from . import _langchain_agents, _langchain_assembly
 from ._common import generated, generating
 from .base import RagtraceInstrumentor

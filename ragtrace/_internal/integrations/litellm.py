@@ -36,13 +36,15 @@ from typing import Any
 import wrapt
 from opentelemetry import trace
 
-from .. import auto_root, names, state as state_module
-from ..generation import Generate
-from ..guard import call_guarded, warn_once
-from ..keyed import warn_if_random
-from ..outputs import get
-from ..retrieval import Rerank, Retrieve
-from ..stage import Stage
+from ..boundaries import auto_root
+from .. import names
+from ..stages import state as state_module
+from ..stages.generation import Generate
+from ..core.guard import call_guarded, warn_once
+from ..core.keyed import warn_if_random
+from ..core.outputs import get
+from ..stages.retrieval import Rerank, Retrieve
+from ..stages.stage import Stage
 from . import _litellm_calls, _provider
 from ._anthropic_blocks import message_refs, read_request
 from ._common import generated, generating, generating_stage, inside_generation

@@ -34,11 +34,11 @@ from typing import Any
 
 from opentelemetry import trace
 
-from .. import state as state_module
-from ..guard import guard
-from ..pipeline import RagPipeline
-from ..retrieval import Embed, Rerank, Retrieve
-from ..stage import Stage
+from ..stages import state as state_module
+from ..core.guard import guard
+from ..stages.pipeline import RagPipeline
+from ..stages.retrieval import Embed, Rerank, Retrieve
+from ..stages.stage import Stage
 from . import _llama_index_agents
 from ._common import Attached
 from ._llama_index_chat import STREAM_CHAT_METHODS, WRITER_METHODS, StreamedTurns

@@ -24,9 +24,9 @@ from typing import Any
 import wrapt
 from opentelemetry import trace
 
-from ..generation import Generate
-from ..guard import guard, warn_once
-from ..passthrough import record_as_consumed
+from ..stages.generation import Generate
+from ..core.guard import guard, warn_once
+from ..stages.passthrough import record_as_consumed
 from . import openai_embeddings, openai_file_search, openai_vector_stores
 from ._common import call_wrappers, inside_generation, started, unwrap
 from .base import RagtraceInstrumentor

@@ -15,8 +15,8 @@ from typing import Any
 import wrapt
 from opentelemetry import trace
 
-from ..guard import warn_once
-from ..retrieval import Embed
+from ..core.guard import warn_once
+from ..stages.retrieval import Embed
 from ._common import call_wrappers, started, unwrap
 
 _MODULE = "openai.resources.embeddings"

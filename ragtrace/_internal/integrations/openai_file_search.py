@@ -28,11 +28,11 @@ from typing import Any
 
 from opentelemetry import trace
 
-from .. import figures
-from ..generation import Generate
-from ..keyed import content_digest
-from ..outputs import get
-from ..provided import Source, by_file
+from ..core import figures
+from ..stages.generation import Generate
+from ..core.keyed import content_digest
+from ..core.outputs import get
+from ..core.provided import Source, by_file
 from . import _provider
 from .openai_vector_stores import ROOT_NAME
 

@@ -25,11 +25,11 @@ from typing import Any
 import wrapt
 from opentelemetry import trace
 
-from .. import auto_root
-from ..guard import call_guarded, warn_once
-from ..keyed import content_digest, warn_if_random
-from ..outputs import get
-from ..retrieval import Retrieve
+from ..boundaries import auto_root
+from ..core.guard import call_guarded, warn_once
+from ..core.keyed import content_digest, warn_if_random
+from ..core.outputs import get
+from ..stages.retrieval import Retrieve
 from ._common import call_wrappers, closed_with, started, unwrap
 
 _MODULE = "openai.resources.vector_stores.vector_stores"

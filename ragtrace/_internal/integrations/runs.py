@@ -19,10 +19,10 @@ from typing import Any, TypeVar
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from .. import state as state_module
-from ..guard import guard
-from ..pipeline import RagPipeline
-from ..stage import Stage
+from ..stages import state as state_module
+from ..core.guard import guard
+from ..stages.pipeline import RagPipeline
+from ..stages.stage import Stage
 
 _S = TypeVar("_S", bound=Stage)
 
