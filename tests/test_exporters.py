@@ -493,6 +493,9 @@ def test_console_figures_status_nan_and_generate_details() -> None:
             pass
         with tracer.start_as_current_span("retrieval", attributes={n.RAG_STAGE: n.STAGE_RETRIEVE, n.RAG_RETRIEVAL_CHUNK_IDS: ["x"], n.RAG_UNREADABLE_ITEMS: 2}):
             pass
+        distances = {n.RAG_STAGE: n.STAGE_RETRIEVE, n.RAG_RETRIEVAL_CHUNK_IDS: ["a", "b"], n.RAG_RETRIEVAL_TOP_SCORE: 0.25, n.RAG_RETRIEVAL_SCORE_KIND: "distance"}
+        with tracer.start_as_current_span("retrieval kb", attributes=distances):
+            pass
     lines = [line.split("  ", 1) for line in out.getvalue().splitlines()[1:]]
     assert lines[0][0] == "pipe line"  # control characters never break a line
     assert lines[1:3] == [["│", "recall_proxy  n/a"], ["│", "status        no_answer_span"]]
@@ -500,8 +503,10 @@ def test_console_figures_status_nan_and_generate_details() -> None:
     assert lines[3][1].endswith("ms  role=rewrite, cites [doc-1] non-conformant, 2 invalid, 9 out tokens")
     assert lines[4][0] == "├─ assemble_context"
     assert lines[4][1].endswith("ms  1 in context, 3 dropped (over_budget×2, duplicate), 1 truncated")
-    assert lines[5][0] == "└─ retrieval"
+    assert lines[5][0] == "├─ retrieval"
     assert lines[5][1].endswith("ms  1 chunk, 2 unreadable")  # no score: no top=
+    assert lines[6][0] == "└─ retrieval kb"
+    assert lines[6][1].endswith("ms  2 chunks distance=0.25")  # a vector database's distance is not shown as a top score
 
 
 def test_console_unknown_spans_show_name_and_duration_only() -> None:

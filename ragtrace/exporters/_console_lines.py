@@ -136,8 +136,8 @@ def _retrieve(attributes: Mapping[str, Any]) -> list[str]:
     if count is not None:
         text = _plural(count, "chunk")
         top = attributes.get(names.RAG_RETRIEVAL_TOP_SCORE)
-        if _is_number(top) and math.isfinite(top):
-            text += f" top={top:.2f}"
+        if _is_number(top) and math.isfinite(top):  # a vector database's distance says so (lower is better)
+            text += f" {'distance' if attributes.get(names.RAG_RETRIEVAL_SCORE_KIND) == 'distance' else 'top'}={top:.2f}"
         parts.append(text)
     return parts + _unreadable(attributes)
 

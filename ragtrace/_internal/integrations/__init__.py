@@ -97,6 +97,41 @@ LIBRARIES: dict[str, Library] = {
             ("google-genai >= 1.0, < 4",),
             "google-genai",
         ),
+        Library(
+            "qdrant",
+            "ragtrace._internal.integrations.qdrant",
+            "QdrantInstrumentor",
+            ("qdrant-client >= 1.10, < 2",),
+            "qdrant",
+        ),
+        Library(
+            "chroma",
+            "ragtrace._internal.integrations.chroma",
+            "ChromaInstrumentor",
+            ("chromadb >= 1.0, < 2",),
+            "chroma",
+        ),
+        Library(
+            "sentence_transformers",
+            "ragtrace._internal.integrations.sentence_transformers",
+            "SentenceTransformersInstrumentor",
+            ("sentence-transformers >= 2.2, < 6",),
+            "sentence-transformers",
+        ),
+        Library(
+            "flashrank",
+            "ragtrace._internal.integrations.flashrank",
+            "FlashRankInstrumentor",
+            ("flashrank >= 0.2, < 1",),
+            "flashrank",
+        ),
+        Library(
+            "haystack",
+            "ragtrace._internal.integrations.haystack",
+            "HaystackInstrumentor",
+            ("haystack-ai >= 2.24, < 4",),
+            "haystack",
+        ),
     )
 }
 

@@ -40,6 +40,41 @@ def inside_generation() -> bool:
     return isinstance(attributes, Mapping) and attributes.get(names.RAG_STAGE) == names.STAGE_GENERATE
 
 
+# framework retrievers in progress in this context whose callbacks can't make a span current
+# (LangChain's): each a one-item list, True until its run ends (a marker left behind in another
+# context by an async end callback is False, which counts as none)
+_framework_retrieval: ContextVar[list[bool] | None] = ContextVar("ragtrace_framework_retrieval", default=None)
+
+
+def retrieving() -> tuple[Token[list[bool] | None], list[bool]]:
+    """Mark a framework retriever in progress in this context (``inside_stage``); undo with ``retrieval_over``."""
+    marker = [True]
+    return _framework_retrieval.set(marker), marker
+
+
+def retrieval_over(found: tuple[Token[list[bool] | None], list[bool]]) -> None:
+    token, marker = found
+    marker[0] = False
+    with suppress(ValueError):
+        _framework_retrieval.reset(token)
+
+
+def inside_stage(*stages: str) -> bool:
+    """Is one of ragtrace's ``stages`` (retrieve, rerank) open for the call being made: the user's
+    ``with ragtrace.retrieve()`` or ``@ragtrace.retriever``, a LlamaIndex retriever or
+    postprocessor, a LangChain retriever (which covers its compressors)? Then a client or model
+    call made inside it (a vector store's ``query_points``, a reranker's ``predict``) is that
+    stage's work, recorded there: recording it again would count one retrieval twice."""
+    marker = _framework_retrieval.get()
+    if marker is not None and marker[0]:
+        return True
+    attached = otel_context.get_value(STAGE_KEY)
+    if isinstance(attached, Stage) and attached.stage in stages and not attached.closed:
+        return True
+    attributes = getattr(trace.get_current_span(), "attributes", None)
+    return isinstance(attributes, Mapping) and attributes.get(names.RAG_STAGE) in stages
+
+
 def generating(stage: Stage | None) -> Token[Stage | None]:
     """Mark ``stage`` as the framework model call in progress in this context (``inside_generation``)."""
     return _framework_generation.set(stage)

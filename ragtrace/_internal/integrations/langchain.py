@@ -30,7 +30,7 @@ from ..core.guard import guard, is_strict
 from ..core.outputs import langchain_cut_off
 from ..stages.retrieval import Rerank, Retrieve
 from . import _langchain_agents, _langchain_assembly
-from ._common import generated, generating
+from ._common import generated, generating, retrieval_over, retrieving
 from .base import RagtraceInstrumentor
 from .runs import Run, Runs
 
@@ -151,6 +151,7 @@ class _Handler:
                 return
             run = self.runs.start(run_id, parent_run_id, context=_beside(run_id, parent_run_id))
             run.data.update(query=query, started=time.time_ns(), metadata=kw.get("metadata") or {}, name=kw.get("name"))
+            run.data["retrieving"] = retrieving()  # a vector store's client call inside it is this retrieval
             for ancestor in self.runs.ancestors(run):
                 if "query" in ancestor.data:  # a retriever inside a retriever: the outer one reranks
                     ancestor.data["wraps"] = True
@@ -164,6 +165,8 @@ class _Handler:
                     self._retrieved(run, documents)
         finally:
             with guard("langchain retriever end"):
+                if run is not None and "retrieving" in run.data:
+                    retrieval_over(run.data["retrieving"])
                 self.runs.end(run_id)
                 if run is not None:
                     run.scope.extra["retrieved_at"] = time.time_ns()  # a wrapping retriever reranks from here
@@ -178,7 +181,9 @@ class _Handler:
                     self.runs.open(run, lambda: stage)
         finally:
             with guard("langchain retriever error"):
-                self.runs.end(run_id, error=error)
+                ended = self.runs.end(run_id, error=error)
+                if ended is not None and "retrieving" in ended.data:
+                    retrieval_over(ended.data["retrieving"])
 
     def _retrieved(self, run: Run, documents: Any) -> None:
         data, scope = run.data, run.scope

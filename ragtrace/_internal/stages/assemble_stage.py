@@ -174,8 +174,10 @@ class Assemble(Stage):
             self._located = locate(inputs, prompt, self.builder.tokenizer)
 
     def given(self, record: ContextRecord) -> None:
-        """Inclusion facts reported by the model API itself (``provided.context_record``): they
-        stand as the record, like located ones, but are exact."""
+        """Inclusion facts known exactly from outside the builder: reported by the model API
+        itself (``provided.context_record``), or recorded by an integration that rendered the
+        framework's template again (Haystack's builders). They stand as the record, like located
+        ones, but are exact."""
         self._located = record
 
     def snapshot(self) -> ContextRecord:
