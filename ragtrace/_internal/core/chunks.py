@@ -38,7 +38,8 @@ class Chunk:
 
     ``rank`` is 1-based within the retrieval that produced it. ``score`` is whatever the retriever
     returned (a distance when only a distance was given: rank order, not the score, is what the
-    figures rely on), or ``None`` when absent or not a finite number.
+    figures rely on), or ``None`` when absent or not a finite number. ``file_id``: the file the
+    chunk belongs to, where a provider integration knows it (the file-level figures).
     """
 
     id: str
@@ -48,6 +49,7 @@ class Chunk:
     metadata: Mapping[str, Any] | None = None
     tokens: int | None = None
     content_hash: str | None = field(default=None, repr=False)
+    file_id: str | None = None
 
 
 @dataclass(slots=True)

@@ -156,6 +156,8 @@ class RagPipeline(Stage):
             found.recall_proxy.record(figures[names.METRIC_RECALL_PROXY], labels)
         if names.METRIC_CONTEXT_PRECISION in figures:
             found.context_precision.record(figures[names.METRIC_CONTEXT_PRECISION], labels)
+        if names.METRIC_FILE_RECALL_PROXY in figures:  # citations that name files (file_search)
+            found.file_recall_proxy.record(figures[names.METRIC_FILE_RECALL_PROXY], labels)
         # no state means ragtrace failed to set the run up: nothing was measured, and that is ours
         status = otel_metrics.status_label(self.status if self.state is not None else names.STATUS_INTERNAL_ERROR)
         found.pipeline_runs.add(1, {**labels, names.RAG_METRICS_STATUS: status})

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opentelemetry.trace import SpanKind
 
 from .. import names
 from ..setup import otel_metrics
-from ..core.chunks import Accessors, Chunk, NO_ACCESSORS, Normalized, normalize, warn_if_digest_ids
+from ..core.chunks import Accessors, Chunk, NO_ACCESSORS, Normalized, normalize, to_chunk, warn_if_digest_ids
 from ..core.guard import guard, warn_once
 from ..core.keyed import warn_if_random
 from .passthrough import Kept
@@ -190,6 +190,26 @@ class Retrieve(_Results):
             self.recorded = True
             self._attributes(chunks, normalized.unreadable, normalized.omitted)
 
+    def record_files(self, results: Sequence[Mapping[str, Any]], files: Sequence[str | None]) -> None:
+        """``record`` for a provider's results whose files it names (``files``, aligned; None where
+        one is not named): each chunk keeps its file, and the span lists them
+        (``rag.retrieval.file_ids``) for the file-level figures."""
+        if self.inert:  # telemetry off: the results are held as they came, read only if asked (``record``)
+            self.record(results)
+            return
+        with guard("document normalisation"):
+            read: list[Any] = []
+            for rank, (item, file_id) in enumerate(zip(results, files), 1):
+                chunk = to_chunk(item, rank)  # a new chunk (the results are mappings): its file is set in place
+                if chunk is not None:
+                    chunk.file_id = file_id
+                read.append(item if chunk is None else chunk)
+            results = read
+        self.record(results)
+        attrs = self.attrs
+        if attrs is not None and attrs.recording and self.chunks:
+            attrs.set(names.RAG_RETRIEVAL_FILE_IDS, [chunk.file_id or "" for chunk in self.chunks])
+
     def _attributes(self, chunks: list[Chunk], unreadable: int, omitted: int) -> None:
         attrs = self.attrs
         if attrs is None or not attrs.recording:
@@ -230,7 +250,7 @@ class Retrieve(_Results):
 
 
 def _with_id(chunk: Chunk, chunk_id: str) -> Chunk:
-    return Chunk(chunk_id, chunk.rank, chunk.score, chunk.content, chunk.metadata, chunk.tokens, chunk.content_hash)
+    return Chunk(chunk_id, chunk.rank, chunk.score, chunk.content, chunk.metadata, chunk.tokens, chunk.content_hash, chunk.file_id)
 
 
 def _oi_documents(

@@ -330,7 +330,7 @@ def set_figures(stage: Stage, result: figures_module.Figures, *, events: bool = 
     # a qualifier, not a figure: under a tight attribute-count limit the figures win the room
     attrs.set(names.RAG_METRICS_INCLUSION_METHOD, inclusion_method)
     if events:
-        for metric in names.PROXY_METRICS:
+        for metric in names.EMITTED_PROXY_METRICS:
             if metric in result.values:
                 score = float(result.values[metric])
                 stage.span.add_event(

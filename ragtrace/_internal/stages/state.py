@@ -117,7 +117,7 @@ class PipelineState:
             chunk = self.canonical(chunk)
             if chunk.content_hash and chunk.content_hash not in self._ids_by_hash:
                 self._ids_by_hash[chunk.content_hash] = chunk.id
-            kept.append(Chunk(chunk.id, chunk.rank, chunk.score, None, None, chunk.tokens, chunk.content_hash))
+            kept.append(Chunk(chunk.id, chunk.rank, chunk.score, None, None, chunk.tokens, chunk.content_hash, chunk.file_id))
         self.retrievals.append(kept)
         self.unreadable += unreadable
         self.omitted += omitted
