@@ -12,7 +12,8 @@ A change that is meant to alter the export regenerates the golden files with
 
     RAGTRACE_UPDATE_GOLDEN=1 python -m pytest tests/test_export_identical.py
 
-and says so, with the reason, in its commit. The examples that need a third-party SDK or framework
+(with ``RAGTRACE_GOLDEN_FROM=DIR``: from the ragtrace of the checkout in DIR, e.g. main before a
+change that should leave the export alone) and says so, with the reason, in its commit. The examples that need a third-party SDK or framework
 are heavy (they import large libraries and run once in CI, on the Python the goldens were made on).
 """
 
@@ -34,6 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).resolve().parent / "golden" / "exported"
 CAPTURE = Path(__file__).resolve().parent / "export_capture.py"
 UPDATE = os.environ.get("RAGTRACE_UPDATE_GOLDEN") == "1"
+SOURCE = os.environ.get("RAGTRACE_GOLDEN_FROM", str(ROOT)) if UPDATE else str(ROOT)  # whose ragtrace is captured
 LOOPBACK = "http://127.0.0.1:PORT"  # the loopback servers listen on a free port
 SET_ASIDE = {"service.instance.id", "telemetry.sdk.version"}  # random per process; the installed SDK's
 
@@ -76,7 +78,7 @@ def _sorted(attributes: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
 
 def capture(target: str, tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> Path:
     out = tmp_path / "spans.jsonl"
-    environment = dict(env or example_env(), PYTHONPATH=str(ROOT), RAGTRACE_HASH_KEY="examples", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    environment = dict(env or example_env(), PYTHONPATH=SOURCE, RAGTRACE_HASH_KEY="examples", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     environment = {k: v for k, v in environment.items() if not k.startswith("OTEL_")}
     command = [sys.executable, str(CAPTURE), target, str(out), *args]
     done = subprocess.run(command, check=False, cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=300)
