@@ -23,6 +23,7 @@ from langchain_core.vectorstores import InMemoryVectorStore
 
 import ragtrace
 from ragtrace._internal import names
+from tests.citation_paths import measured
 
 TEXTS = {
     "kb-refunds": "Refunds reach the original card within 5 business days.",
@@ -116,7 +117,10 @@ def test_citation_query_engine_pieces_map_back_to_the_retrieved_nodes(llama_inde
     from llama_index.core.query_engine import CitationQueryEngine
     from llama_index.core.schema import TextNode
 
+    prompts: list[str] = []
+
     def answer(prompt: str) -> str:
+        prompts.append(prompt)
         sources = re.findall(r"Source (\d+):\n(.*)", prompt)[2:]  # after the template's two examples
         # cite the first piece, and the piece of the long node that is not its first
         chosen = [n for n, text in sources if text.startswith(("Store credit", "Refunds to a bank"))]
@@ -140,3 +144,16 @@ def test_citation_query_engine_pieces_map_back_to_the_retrieved_nodes(llama_inde
     assert sorted(llama_index_on.one("generate").attributes["rag.citation.ids"]) == ["kb-credit", "kb-refunds"]
     # the uncited node's tokens are wasted; its "Source n:" label is not part of them
     assert got["wasted_context_tokens"] == ragtrace.SimpleTokenizer().count(texts["kb-shipping"])
+    # the same prompt searched (an app's @assembler, a plain trace read by ragtrace report): the
+    # pieces map back by the same shared mapping, so every figure agrees (issue 36)
+    ranked = llama_index_on.one("retrieve").attributes["rag.retrieval.chunk_ids"]
+    docs = [{"id": k, "content": texts[k]} for k in ranked]
+    (prompt,) = prompts
+    declared = {k: list(v) if isinstance(v, tuple) else v for k, v in got.items() if k != "inclusion_method"}
+    for method in ("located", "inferred"):
+        searched, status = measured(method, docs, prompt, str(response))
+        assert status is None or "citations_unresolved" not in status, (method, status)
+        assert list(searched.get("cited_positions", ())) == declared["cited_positions"], (method, searched)
+        assert {k: searched.get(k) for k in declared if k != "cited_positions"} == pytest.approx(
+            {k: v for k, v in declared.items() if k != "cited_positions"}
+        ), (method, searched)

@@ -192,6 +192,9 @@ def test_the_report_recomputes_the_same_file_figures_from_the_export(tmp_path, c
     assert document["summary"]["figures"]["file_recall_proxy"] == {"p25": 1 / 3, "p50": 0.5, "p90": 2 / 3, "n": 3}
     assert main(["report", "--plain", str(path)]) == 0
     assert "  file_recall_proxy         0.33  0.50  0.67  3" in capsys.readouterr().out
+    page = tmp_path / "report.html"
+    assert main(["report", "--html", str(page), str(path)]) == 0
+    assert "<td>file_recall_proxy</td>" in page.read_text()
 
 
 def test_a_report_of_runs_citing_chunks_shows_no_file_rows(tmp_path, capsys):
