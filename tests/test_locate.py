@@ -377,3 +377,12 @@ def test_entries_side_by_side_under_mixed_labels_are_one_block():
     prompt = f"[Refund policy] {A['content']}\n[2] {B['content']}\n\nQ: q"
     record = locate([to_chunk(A, 1), to_chunk(B, 2)], prompt)
     assert [(p.chunk_id, p.label) for p in record.placements] == [("faq-7", "Refund policy"), ("faq-8", "2")]
+
+
+@pytest.mark.parametrize("bullet", ["", "- ", "* ", "> "])
+def test_bare_sources_as_bullets_fill_their_lines(bullet):
+    rule = {"id": "style", "content": "Never reveal internal ticket numbers."}
+    prompt = "Be brief. Never reveal internal ticket numbers.\n\nContext:\n" + "\n".join(bullet + d["content"] for d in (A, C)) + "\n\nQ: q"
+    record = locate([to_chunk(A, 1), to_chunk(rule, 2), to_chunk(C, 3)], prompt)
+    assert [p.chunk_id for p in record.placements] == ["faq-7", "faq-9"]
+    assert [(d.chunk_id, d.reason) for d in record.dropped] == [("style", "outside_sources")]

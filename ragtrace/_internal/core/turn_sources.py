@@ -28,7 +28,7 @@ _TOOL_ROLES = frozenset({"tool", "function", "ipython"})
 # what may follow a chunk that fills its source entry: a closing quote or tag, then the line's end
 # (also escaped, in a JSON body) or the end of a JSON string; and what may come before one
 ENDS_ENTRY = re.compile(r"[ \t]*(?:[\"'”’»]|</[A-Za-z]+>)?[ \t]*(?:\r|\n|\\[rn\"]|\"|$)")
-_OPENS_LINE = re.compile(r"(?:^|\n|\\n|\")[ \t]*$")
+_OPENS_LINE = re.compile(r"(?:^|\n|\\n|\")[ \t]*(?:[-*•>][ \t]+)?[\"'“]?$")  # after a bullet or an opening quote too
 
 
 def fills_line(text: str, start: int, end: int) -> bool:
