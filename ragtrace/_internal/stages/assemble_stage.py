@@ -143,7 +143,7 @@ class Assemble(Stage):
         """``item`` as a chunk under the id it was retrieved under; None (counted) if unplaceable.
         ``rendered``: ragtrace renders its text (``add``), so a content_of that raised rules it out."""
         failed: list[str] = []
-        chunk = placeable(to_chunk(item, 0, self.builder.accessors, failed, hashed=not self.inert), failed, rendered=rendered)
+        chunk = placeable(to_chunk(item, 0, self.builder.accessors, failed, hashed=not self.inert, digests=self.digests), failed, rendered=rendered)
         if chunk is None:
             self.builder.unreadable += 1
             return None

@@ -112,7 +112,7 @@ class RagPipeline(Stage):
     def find_state(self) -> state_module.PipelineState:
         if self.config.full_content_sample:
             self._decide_content()
-        state = state_module.PipelineState(self.config)
+        state = state_module.PipelineState(self.config, digests={})
         version = self.attributes.get("version")
         state.labels = {names.GEN_AI_WORKFLOW_NAME: self.name}
         if isinstance(version, (str, int)):
@@ -213,6 +213,7 @@ class RagPipeline(Stage):
         state = self.state
         if state is None:
             return
+        state.digests = None  # the texts it holds are read no more
         if state.delegated:  # another process's pipeline_segment carries the figures: counted once
             self.status = state_module.STATUS_DELEGATED
             if self.attrs is not None:

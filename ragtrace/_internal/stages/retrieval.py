@@ -13,7 +13,7 @@ from ..core.chunks import Accessors, Chunk, NO_ACCESSORS, Normalized, normalize,
 from ..core.guard import guard, warn_once
 from ..core.keyed import warn_if_random
 from .passthrough import Kept
-from .spans import finite_or_nan, trim_text
+from .spans import finite_or_nan, id_score_json, trim_text
 from .stage import Stage, int_or_none
 
 
@@ -104,7 +104,7 @@ class _Results(Stage):
     def read(self, results: Any) -> Normalized:
         """The first ``max_retrieved`` results as chunks, and how many more there were: those a
         stream passed on without keeping (``Kept``) and those beyond the cap in a list."""
-        normalized = normalize(results, self.accessors, limit=self.config.max_retrieved)
+        normalized = normalize(results, self.accessors, limit=self.config.max_retrieved, digests=self.digests)
         if isinstance(results, Kept):
             normalized.omitted += results.omitted
         if normalized.omitted:
@@ -219,7 +219,9 @@ class Retrieve(_Results):
         ranks = [c.rank for c in chunks]
         # the documents' ids and scores, once: gen_ai.retrieval.documents (every mode), from which
         # Phoenix also fills OpenInference's retrieval.documents.{i}.document.id/score
-        whole = attrs.json_list(names.GEN_AI_RETRIEVAL_DOCUMENTS, [{"id": c.id, "score": c.score} for c in chunks])
+        pairs = [(c.id, c.score) for c in chunks]
+        documents = [{"id": i, "score": s} for i, s in pairs]
+        whole = attrs.json_list(names.GEN_AI_RETRIEVAL_DOCUMENTS, documents, id_score_json(pairs))
         attrs.set_many(
             {
                 names.RAG_RETRIEVAL_CHUNK_IDS: ids,
@@ -329,7 +331,7 @@ class Rerank(_Results):
             state = self.state
             inputs_omitted = 0
             if candidates is not None:
-                given = normalize(candidates, self.accessors, limit=self.config.max_retrieved)
+                given = normalize(candidates, self.accessors, limit=self.config.max_retrieved, digests=self.digests)
                 inputs, inputs_omitted = given.chunks, given.omitted
             elif state is not None and state.retrievals:
                 inputs = state.retrievals[-1]
@@ -337,7 +339,8 @@ class Rerank(_Results):
                 inputs = []
             if state is not None:
                 kept.chunks[:] = [state.canonical(c) for c in kept.chunks]
-                inputs = [state.canonical(c) for c in inputs]
+                if candidates is not None:  # the last retrieval's chunks are canonical already (add_retrieval)
+                    inputs = [state.canonical(c) for c in inputs]
                 kept_ids = {c.id for c in kept.chunks}
                 state.reranked = True
                 if not kept.omitted:  # else a candidate missing from the kept outputs may be among the omitted ones
