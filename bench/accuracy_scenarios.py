@@ -98,6 +98,7 @@ class Case:
     positional: bool = False  # the sources show no labels: the model cites [n] by order
     prose: str | None = None  # the answer cites in words: "paren" ("(Source 2)") or "line" ("Sources: id, id")
     shown_text: dict[str, str] | None = None  # id -> the text the prompt shows for it, labels excluded (wasted tokens)
+    stale: tuple[str, ...] = ()  # labels the prompt shows outside this turn's sources (history, examples): naming nothing
 
 
 def _scored(docs: list[dict[str, Any]], rng: random.Random) -> list[dict[str, Any]]:

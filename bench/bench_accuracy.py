@@ -19,13 +19,17 @@ request body); duplicate chunks (the same text under two ids, shown twice by the
 ragtrace); instructions that repeat a short chunk's text (the chunk dropped, or shown); an LLM grader
 shown every retrieved chunk after the answer. Sources are labelled ``[n]``, ``Source n:``,
 ``<source id="n">``, ``(n)`` or not at all (joined, as LangChain's default ``format_docs`` does);
-the answer cites ``[n]``.
+the answer cites ``[n]``. Issue 27's citation cases (``accuracy_citation_scenarios.py``) and issue
+36's search cases (``accuracy_search_scenarios.py``: few-shot examples under another label style,
+Unicode normal forms, a chunk that starts another, a chunk shown in pieces, an earlier turn's
+labels cited, agent rounds numbered from ``[1]``) follow.
 
 Scored per method: precision / recall of "chunk in context" over (trace, retrieved chunk) pairs,
 citation precision / recall over cited chunks, and the per-trace figures against the known
 answers (retrieved, in_context, cited, invalid_citations, context_precision, recall_proxy; floats
 to 1e-9): *right*; *wrong* when a figure it gives differs from the truth; else *not measurable*
-(some figure left out, with a status saying why, instead of a guess). Recorded and
+(some figure left out, with a status saying why, instead of a guess), and *avoidable* when every
+source showed its label so a search could have read it. Recorded and
 declared must be exactly right (exit code 1 otherwise); located and inferred are what they are.
 
     python bench/bench_accuracy.py [--per-scenario N]
@@ -66,12 +70,13 @@ from ragtrace.exporters import JsonLinesExporter  # noqa: E402
 
 from accuracy_citation_scenarios import CITATION_SCENARIOS, wasted  # noqa: E402
 from accuracy_scenarios import SCENARIOS as FIRST_SCENARIOS, WORDS, Case, Text  # noqa: E402
+from accuracy_search_scenarios import SEARCH_SCENARIOS  # noqa: E402
 
 PER_SCENARIO = 30
 SEED = 7
 METHODS = ("recorded", "declared", "located", "inferred")
 EXACT_METHODS = ("recorded", "declared")  # must be 1.000 / 1.000 and every figure right
-SCENARIOS = FIRST_SCENARIOS + CITATION_SCENARIOS
+SCENARIOS = FIRST_SCENARIOS + CITATION_SCENARIOS + SEARCH_SCENARIOS
 
 
 # --- running one case under one method ---------------------------------------------------------
@@ -83,6 +88,8 @@ class Truth:
     invalid: int
     unmeasurable: tuple[str, ...] = ()  # figures that must be left out (None below)
     wasted: int | None = None  # wasted_context_tokens, where the scenario knows the shown text
+    readable: bool = True  # every source shows its label: a search can read every figure, so "not measurable" is avoidable
+    shown: tuple[str, ...] = ()  # the in-context ids in prompt order (cited_positions)
 
     def figures(self) -> dict[str, Any]:
         r = len(self.retrieved)
@@ -96,12 +103,16 @@ class Truth:
         }
         if self.wasted is not None:
             truth[names.METRIC_WASTED_CONTEXT_TOKENS] = self.wasted
+        if self.shown:
+            order = list(dict.fromkeys(self.shown))
+            truth[names.METRIC_CITED_POSITIONS] = None if names.METRIC_CITED in self.unmeasurable else sorted(order.index(c) + 1 for c in self.cited if c in order)
         truth.update(dict.fromkeys(self.unmeasurable))
         return truth
 
     @staticmethod
     def of(case: Case, shown: Sequence[str], cited: set[str], invalid: int) -> Truth:
-        return Truth([d["id"] for d in case.docs], set(shown), cited, invalid, case.unmeasurable, wasted(case, list(shown), cited))
+        readable = not case.positional and all(label and label in fragment for _, fragment, label in case.built.placed)
+        return Truth([d["id"] for d in case.docs], set(shown), cited, invalid, case.unmeasurable, wasted(case, list(shown), cited), readable, tuple(shown))
 
 
 @dataclass
@@ -111,12 +122,14 @@ class Reading:
     figures: dict[str, Any]
 
 
-def _answer(rng: random.Random, text: Text, labels: dict[str, str], prose: str | None = None) -> tuple[str, set[str], int]:
+def _answer(rng: random.Random, text: Text, labels: dict[str, str], prose: str | None = None, stale: Sequence[str] = ()) -> tuple[str, set[str], int]:
     """An answer citing 1-3 of the labels the model saw, sometimes plus one that names nothing:
-    as ``[n]``, or in words (``prose``): ``(Source n)``, or a closing ``Sources:`` line of ids."""
+    as ``[n]``, or in words (``prose``): ``(Source n)``, or a closing ``Sources:`` line of ids.
+    ``stale``: labels only an earlier turn or an example shows; the one that names nothing is
+    then, half the time, one of them (an unknown citation all the same)."""
     keys = list(labels)
     chosen = sorted(rng.sample(keys, rng.randint(1, min(3, len(keys)))), key=keys.index)
-    invalid = rng.random() < 0.15
+    invalid = rng.random() < (0.5 if stale else 0.15)
     if prose == "line":
         cited = [labels[k] for k in chosen] + ([f"kb-none-{len(keys) + rng.randint(2, 5)}"] if invalid else [])
         body = " ".join(text.sentence(6, 12) for _ in chosen)
@@ -125,7 +138,8 @@ def _answer(rng: random.Random, text: Text, labels: dict[str, str], prose: str |
     parts = [f"{text.sentence(6, 12)[:-1]} {mark.format(k)}." for k in chosen]
     if invalid:
         at = rng.randrange(len(parts) + 1)
-        parts.insert(at, f"{text.sentence(6, 10)[:-1]} {mark.format(len(keys) + rng.randint(2, 5))}.")
+        wrong = rng.choice(stale) if stale and rng.random() < 0.5 else len(keys) + rng.randint(2, 5)
+        parts.insert(at, f"{text.sentence(6, 10)[:-1]} {mark.format(wrong)}.")
     return " ".join(parts), {labels[k] for k in chosen}, int(invalid)
 
 
@@ -233,6 +247,12 @@ def inferred_readings(path: Path) -> dict[str, Reading]:
 
 
 # --- scoring ------------------------------------------------------------------------------------
+def _differs(got: Any, truth: Any) -> bool:
+    if isinstance(truth, list):
+        return list(got) != truth
+    return abs(got - truth) > 1e-9
+
+
 @dataclass
 class Score:
     tp: int = 0
@@ -243,6 +263,7 @@ class Score:
     cite_fn: int = 0
     right: int = 0
     unmeasured: int = 0
+    avoidable: int = 0  # not measurable though every source showed its label
     wrong: int = 0
     wrong_examples: list[str] = field(default_factory=list)
 
@@ -259,13 +280,14 @@ class Score:
         # wrong: a figure given that differs from the truth; not measurable: none wrong, some left out
         expected, figures = truth.figures(), reading.figures
         # a figure given where the truth is "not measurable" (None) is wrong too
-        diff = {k: (figures[k], v) for k, v in expected.items() if figures.get(k) is not None and (v is None or abs(figures[k] - v) > 1e-9)}
+        diff = {k: (figures[k], v) for k, v in expected.items() if figures.get(k) is not None and (v is None or _differs(figures[k], v))}
         if diff:
             self.wrong += 1
             if len(self.wrong_examples) < 3:
                 self.wrong_examples.append(f"{where}: (got, truth) {diff}")
         elif any(figures.get(k) is None for k, v in expected.items() if v is not None):
             self.unmeasured += 1
+            self.avoidable += truth.readable
         else:
             self.right += 1
 
@@ -323,9 +345,9 @@ def measure(per_scenario: int = PER_SCENARIO, seed: int = SEED) -> tuple[dict[st
                     question = f"Question {traces}: how do I {' '.join(rng.sample(WORDS, 4))}?"
                     case = scenario(rng, text, question)
                     scores = per.setdefault(case.name, {m: Score() for m in METHODS})
-                    user_answer = _answer(rng, text, _answer_labels(case), case.prose)
+                    user_answer = _answer(rng, text, _answer_labels(case), case.prose, case.stale)
                     for method in METHODS[:3]:
-                        answer_for = (lambda labels: _answer(rng, text, labels, case.prose)) if method == "recorded" else (lambda labels: user_answer)
+                        answer_for = (lambda labels: _answer(rng, text, labels, case.prose, case.stale)) if method == "recorded" else (lambda labels: user_answer)
                         truth, run = _sdk_pipeline(case, method, question, answer_for)
                         spans = exporter.get_finished_spans()
                         exporter.clear()
@@ -363,22 +385,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     count = next(iter(totals.values())).traces
     print(f"{count} requests ({args.per_scenario} per scenario, seed {SEED}), each traced once per method")
     print("per scenario: in-context precision, recall, and traces whose figures are all right\n")
-    header = f"{'scenario':<30}" + "".join(f" {m:>20}" for m in METHODS)
+    header = f"{'scenario':<36}" + "".join(f" {m:>20}" for m in METHODS)
     print(header)
     print("-" * len(header))
     for name, scores in per.items():
-        print(f"{name:<30}" + "".join(f" {_cell(scores[m]):>20}" for m in METHODS))
+        print(f"{name:<36}" + "".join(f" {_cell(scores[m]):>20}" for m in METHODS))
     print("\nby method (P, R over (trace, retrieved chunk) pairs; figures: retrieved, in_context, cited,")
     print("invalid_citations, context_precision, recall_proxy against the known answers, to 1e-9)\n")
-    header = f"{'method':<10} {'incl. P':>8} {'incl. R':>8} {'cite P':>7} {'cite R':>7} {'right':>7} {'not meas.':>9} {'wrong':>6}"
+    header = f"{'method':<10} {'incl. P':>8} {'incl. R':>8} {'cite P':>7} {'cite R':>7} {'right':>7} {'not meas.':>9} {'avoidable':>9} {'wrong':>6}"
     print(header)
     print("-" * len(header))
     for method in METHODS:
         s = totals[method]
         print(
             f"{method:<10} {s.precision:>8.3f} {s.recall:>8.3f} {s.cite_precision:>7.3f} {s.cite_recall:>7.3f}"
-            f" {s.ratio(s.right, s.traces):>7.1%} {s.ratio(s.unmeasured, s.traces):>9.1%} {s.ratio(s.wrong, s.traces):>6.1%}"
+            f" {s.ratio(s.right, s.traces):>7.1%} {s.ratio(s.unmeasured, s.traces):>9.1%} {s.avoidable:>9} {s.wrong:>6}"
         )
+    print("\n(avoidable: traces not measurable though every source showed its label; wrong: traces with a wrong figure)")
     for method in METHODS:
         for example in totals[method].wrong_examples:
             print(f"  {method} wrong: {example}")

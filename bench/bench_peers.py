@@ -30,6 +30,8 @@ pipeline, plus the cost of one decorated call over the bare function.
     python bench/bench_peers.py            # the full table (15-20 minutes on 2 shared cores)
     python bench/bench_peers.py --quick    # fewer and shorter repetitions
     python bench/bench_peers.py --only ragtrace-full otel-8   # a subset (always with otel-8)
+    python bench/bench_peers.py --baseline DIR   # each ragtrace row also run on the ragtrace in DIR
+                                                 # (a checkout of the code before a change), same rounds
 """
 
 from __future__ import annotations
@@ -547,12 +549,15 @@ class Row:
     python: Path | None
     reason: str = ""
     results: list[dict[str, Any]] = field(default_factory=list)
+    baseline: Path | None = None  # run on the ragtrace in this checkout (``--baseline``)
 
 
 def run_variant(row: Row, args: argparse.Namespace) -> dict[str, Any] | None:
     command = [str(row.python), str(Path(__file__).resolve()), "--worker", row.variant.key,
                "--n", str(args.n), "--reps", str(args.reps), "--warmup", str(args.warmup)]
     env = dict(os.environ, PYTHONHASHSEED="0")
+    if row.variant.peer is None:  # the ragtrace of this checkout (or the baseline's), whatever the venv's editable install points at
+        env["PYTHONPATH"] = str(row.baseline or ROOT)
     done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=str(ROOT))
     if done.returncode != 0:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
@@ -571,6 +576,7 @@ def main() -> int:
     parser.add_argument("--only", nargs="+", metavar="VARIANT", choices=sorted(BY_KEY), help="a subset of variants")
     parser.add_argument("--reinstall", action="store_true", help="recreate the peers' venvs")
     parser.add_argument("--json", type=Path, help="also write every measurement here")
+    parser.add_argument("--baseline", type=Path, help="also run each ragtrace row on the ragtrace package in this directory (before/after in one run)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.rounds = args.rounds or 3
@@ -587,6 +593,10 @@ def main() -> int:
     for name in sorted({v.peer for v in chosen if v.peer}):
         venvs[name] = ensure_venv(PEERS[name], pin, args.reinstall)
     rows = [Row(v, *(venvs[v.peer] if v.peer else (PROJECT_PYTHON, ""))) for v in chosen]
+    if args.baseline:
+        if not (args.baseline / "ragtrace" / "__init__.py").exists():
+            raise SystemExit(f"--baseline {args.baseline}: no ragtrace package there")
+        rows += [Row(r.variant, r.python, r.reason, baseline=args.baseline.resolve()) for r in list(rows) if r.variant.key.startswith("ragtrace")]
     runnable = [r for r in rows if r.python is not None]
     print(f"Python {platform.python_version()}, {os.cpu_count()} CPUs (shared); {args.rounds} rounds x "
           f"{len(runnable)} processes; each: {args.warmup} warm-up, median of {args.reps} x {args.n} pipelines", flush=True)
@@ -621,7 +631,8 @@ def print_table(rows: list[Row], args: argparse.Namespace) -> None:
 
     def versioned(row: Row) -> str:
         version = row.results[0]["version"].split(" ")[-1] if row.results else ""
-        return row.variant.label.replace("{v}", version).replace("  ", " ")
+        label = row.variant.label.replace("{v}", version).replace("  ", " ")
+        return f"{label} (baseline {row.baseline})" if row.baseline is not None else label
 
     print("\n## Tracing on (in-memory exporter, SimpleSpanProcessor)\n")
     print("| variant | × hand-written OTel (8 attrs/span) | µs / pipeline (request thread) | process CPU µs | spans | attributes + events / characters per pipeline |")
@@ -647,7 +658,7 @@ def print_table(rows: list[Row], args: argparse.Namespace) -> None:
                 print(f"| {versioned(row)} | – | – | – | {row.reason or 'not run'} |")
                 continue
             request, process = median(row, "request_us"), median(row, "process_us")
-            print(f"| {row.variant.label} | {_ratios(row, reference, 'request_us'):.2f} | {request:.1f} | {max(process - request, 0.0):.1f} | {process:.1f} |")
+            print(f"| {versioned(row)} | {_ratios(row, reference, 'request_us'):.2f} | {request:.1f} | {max(process - request, 0.0):.1f} | {process:.1f} |")
 
     off = [r for r in rows if r.variant.off]
     if off:

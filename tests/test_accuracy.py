@@ -1,9 +1,9 @@
 """The accuracy benchmark's known-answer scenarios, run small: recorded and declared inclusion are
 exactly right on every one (markdown stripped, re-wrapped, truncated, chat messages, a JSON-escaped
-request body, duplicate chunks, instructions that repeat a chunk's text, an LLM grader).
+request body, duplicate chunks, instructions that repeat a chunk's text, an LLM grader), and the
+searches (located, inferred) on issue 36's cases, whose sources all show their labels.
 
-``bench/bench_accuracy.py`` runs the same set larger and prints located and inferred beside them;
-those two are searches, so they are measured there, not required here.
+``bench/bench_accuracy.py`` runs the same set larger and prints located and inferred beside them.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def bench():
 
 def test_recorded_and_declared_are_exactly_right_on_every_scenario(bench):
     totals, per = bench.measure(per_scenario=3, seed=11)
-    assert len(per) == len(bench.SCENARIOS) == 16  # the first nine, and issue 27's seven citation cases
+    assert len(per) == len(bench.SCENARIOS) == 22  # the first nine, issue 27's seven citation cases, issue 36's six search cases
     for name, scores in per.items():
         for method in ("recorded", "declared"):
             score = scores[method]
@@ -37,8 +37,24 @@ def test_recorded_and_declared_are_exactly_right_on_every_scenario(bench):
             assert (score.precision, score.recall, score.cite_precision, score.cite_recall) == (1.0, 1.0, 1.0, 1.0), (name, method)
             assert score.right == 3 and not score.wrong_examples, (name, method, score.wrong_examples)
     for method in bench.METHODS:  # every method saw every request, inferred through ragtrace report's reader
-        assert totals[method].traces == 48, method
+        assert totals[method].traces == 66, method
         assert totals[method].tp > 0
+
+
+def test_the_searches_read_every_issue_36_case_right(bench):
+    """Few-shot examples under another label style, Unicode normal forms, a chunk that starts
+    another, pieces, an earlier turn's labels, agent rounds: every source shows its label, so the
+    located and inferred figures are all right (none wrong, none left out)."""
+    from accuracy_search_scenarios import SEARCH_SCENARIOS
+
+    names = {"few-shot example, other label style", "Unicode normal forms", "chunk that starts another", "chunk shown in pieces",
+             "earlier turn's labels cited", "agent rounds numbered from [1]"}
+    assert len(SEARCH_SCENARIOS) == len(names)
+    _, per = bench.measure(per_scenario=4, seed=5)
+    for name in names:
+        for method in ("located", "inferred"):
+            score = per[name][method]
+            assert score.traces == 4 and score.right == 4, (name, method, score.wrong_examples, score.unmeasured)
 
 
 def test_the_scoring_catches_a_wrong_figure(bench):

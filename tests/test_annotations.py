@@ -70,6 +70,27 @@ def test_figures_on_the_root_and_the_answer_and_the_proxies_on_the_trace() -> No
     assert all("span_id" not in a.payload() for a in on_trace)
 
 
+def test_file_level_figures_are_annotated_where_measured() -> None:
+    """A root whose citations named files: file-refunds cited of 3 retrieved and shown files, the
+    chunk-counting figures not measurable (citations_file_level)."""
+    root = {
+        names.RAG_STAGE: names.STAGE_PIPELINE,
+        names.RAG_METRICS_STATUS: names.STATUS_CITATIONS_FILE_LEVEL,
+        names.RAG_METRICS_INCLUSION_METHOD: names.INCLUSION_PROVIDER,
+        **{names.metric_attribute(m): v for m, v in (("retrieved", 4), ("in_context", 4), ("context_precision", 1.0))},
+        **{names.metric_attribute(m): v for m, v in zip(names.FILE_METRICS, (3, 3, 1, 1 / 3, 1 / 3))},
+    }
+    found = annotations.figure_annotations("00000000000000f1", root, "0" * 31 + "1")
+    by_name = {(a.kind, a.name): a.result for a in found}
+    assert by_name[(annotations.SPAN, "ragtrace.file_recall_proxy")] == {"score": 1 / 3, "label": "medium", "explanation": "file_recall_proxy = 0.3333 (provider context)"}
+    assert by_name[(annotations.SPAN, "ragtrace.cited_files")]["score"] == 1.0
+    assert by_name[(annotations.SPAN, "ragtrace.recall_proxy")]["label"] == annotations.NOT_MEASURABLE
+    on_trace = [a.name for a in found if a.kind == annotations.TRACE]
+    assert on_trace == ["ragtrace.context_precision", "ragtrace.file_recall_proxy", "ragtrace.file_context_utilization"]
+    chunk_level = annotations.figure_annotations("00000000000000f2", {k: v for k, v in root.items() if "file" not in k}, None)
+    assert not any("file" in a.name for a in chunk_level)  # where they don't apply: no annotation at all
+
+
 def test_traces_whose_root_never_ends_are_given_up_oldest_first() -> None:
     marks = annotations.DocumentMarks(max_pending=2)
     retrieve = {names.RAG_STAGE: names.STAGE_RETRIEVE, names.RAG_RETRIEVAL_CHUNK_IDS: ("x",)}

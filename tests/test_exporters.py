@@ -334,10 +334,10 @@ def test_console_golden_tree() -> None:
 
 
 def test_console_shows_every_figure() -> None:
-    """The console's display order is its own; a figure added to names.ALL_METRICS must appear in it."""
+    """The console's display order is its own; a figure added to names.EMITTED_METRICS must appear in it."""
     from ragtrace.exporters._console_lines import FIGURES
 
-    assert sorted(label for _, label in FIGURES) == sorted([*n.ALL_METRICS, "status"])
+    assert sorted(label for _, label in FIGURES) == sorted([*n.EMITTED_METRICS, "status"])
 
 
 def test_console_prints_nothing_until_the_root_ends_then_leftovers_on_shutdown() -> None:

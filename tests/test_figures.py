@@ -518,3 +518,115 @@ def test_figures_do_not_depend_on_export_batching(scenario):
     for key in PROXIES:
         if key in run.metrics:
             assert 0.0 <= run.metrics[key] <= 1.0
+
+
+# --- file granularity ----------------------------------------------------------------------------
+# Citations that name files (OpenAI's file_citation): F_R, F_C = the files of R's and C's chunks,
+# F_K = the cited files that have a chunk in C. The chunks below: a1, a2 of file fa; b1 of fb; c1 of fc.
+def F(chunk_id: str, rank: int, file_id: str | None) -> Chunk:
+    return Chunk(chunk_id, rank, None, None, None, None, None, file_id)
+
+
+FILES = [F("a1", 1, "fa"), F("a2", 2, "fa"), F("b1", 3, "fb"), F("c1", 4, "fc")]
+SHOWN = [P("a1", 1, 5), P("a2", 2, 7), P("b1", 3, 11), P("c1", 4, 2)]
+
+
+def test_a_cited_file_with_several_chunks_in_context_still_gives_the_file_figures():
+    # fa cited, resolving to a1 and a2: which of them the answer rests on is not known, so the
+    # chunk-counting figures are not measurable; F_R = F_C = {fa, fb, fc}, F_K = {fa}
+    answer = Answer(SHOWN, ("a1", "a2"), unmeasured=names.STATUS_CITATIONS_FILE_LEVEL, cited_files=("fa",))
+    figures = compute([FILES], [answer])
+    assert_values(
+        figures,
+        {
+            "retrieved": 4, "duplicate_chunks": 0, "in_context": 4, "context_precision": 1.0,
+            "retrieved_files": 3, "in_context_files": 3, "cited_files": 1,
+            "file_recall_proxy": 1 / 3,  # |F_K ∩ F_R| / |F_R|
+            "file_context_utilization": 1 / 3,  # |F_K ∩ F_C| / |F_C|
+        },
+    )
+    assert figures.status == [names.STATUS_CITATIONS_FILE_LEVEL]
+
+
+def test_exact_file_citations_give_both_the_chunk_and_the_file_figures():
+    # fb and fc cited, one chunk each: K = {b1, c1} exactly; F_K = {fb, fc}
+    answer = Answer(SHOWN, ("b1", "c1"), cited_files=("fb", "fc"))
+    figures = compute([FILES], [answer])
+    assert figures.values["recall_proxy"] == 0.5 and figures.values["cited"] == 2  # 2 / 4 chunks
+    assert (figures.values["cited_files"], figures.values["file_recall_proxy"], figures.values["file_context_utilization"]) == (2, 2 / 3, 2 / 3)
+    assert figures.status == []
+
+
+def test_a_cited_file_outside_the_context_is_no_cited_file():
+    # the context holds a1 and b1 only (F_C = {fa, fb}); fc (retrieved, not shown) and fa are
+    # cited: F_K = {fa}; recall over F_R = {fa, fb, fc}: 1/3; utilisation over F_C: 1/2
+    answer = Answer(SHOWN[:1] + SHOWN[2:3], ("a1",), invalid_citations=1, out_of_context_citations=1, cited_files=("fc", "fa"))
+    figures = compute([FILES], [answer])
+    assert (figures.values["retrieved_files"], figures.values["in_context_files"], figures.values["cited_files"]) == (3, 2, 1)
+    assert figures.values["file_recall_proxy"] == pytest.approx(1 / 3) and figures.values["file_context_utilization"] == 0.5
+
+
+def test_a_chunk_whose_file_is_not_known_leaves_the_file_figures_out_and_says_so():
+    # d1, of the app's own retriever, has no file: F_R is not known, nor any ratio of files
+    answer = Answer(SHOWN, ("a1", "a2"), unmeasured=names.STATUS_CITATIONS_FILE_LEVEL, cited_files=("fa",))
+    figures = compute([FILES, [F("d1", 1, None)]], [answer])
+    assert not set(names.FILE_METRICS) & set(figures.values)
+    assert figures.status == [names.STATUS_CITATIONS_FILE_LEVEL, names.STATUS_FILES_UNKNOWN]
+    # a placed chunk that no retrieval returned has no known file either
+    placed = compute([FILES], [Answer([*SHOWN, P("x", 5, 1)], ("a1", "a2"), unmeasured=names.STATUS_CITATIONS_FILE_LEVEL, cited_files=("fa",))])
+    assert (placed.values["retrieved_files"], names.STATUS_FILES_UNKNOWN in placed.status) == (3, True)
+    assert "file_recall_proxy" not in placed.values and "in_context_files" not in placed.values
+
+
+def test_beside_a_file_level_answer_a_chunk_level_one_cites_its_chunks_files():
+    # answer 1 cites file fa (a1, a2); answer 2's citations name chunk c1: F_K = {fa, fc}
+    first = Answer(SHOWN, ("a1", "a2"), unmeasured=names.STATUS_CITATIONS_FILE_LEVEL, cited_files=("fa",))
+    second = Answer(SHOWN, ("c1",))
+    figures = compute([FILES], [first, second])
+    assert (figures.values["cited_files"], figures.values["file_recall_proxy"]) == (2, 2 / 3)
+
+
+def test_file_figures_only_where_citations_name_files_and_only_when_the_rest_is_known():
+    chunk_level = compute([FILES], [Answer(SHOWN, ("b1",))])
+    assert not set(names.FILE_METRICS) & set(chunk_level.values) and chunk_level.status == []
+    # another reason the answer can't be scored (the stream broke off): no file figure either
+    broken = compute([FILES], [Answer(SHOWN, unmeasured=names.STATUS_ANSWER_INCOMPLETE, cited_files=("fa",))])
+    assert not set(names.FILE_METRICS) & set(broken.values) and broken.status == [names.STATUS_ANSWER_INCOMPLETE]
+    # a retrieval cut at max_retrieved: F_R is not known whole, F_C and F_K are
+    cut = compute([FILES], [Answer(SHOWN, ("a1", "a2"), unmeasured=names.STATUS_CITATIONS_FILE_LEVEL, cited_files=("fa",))], omitted=2)
+    assert "retrieved_files" not in cut.values and "file_recall_proxy" not in cut.values
+    assert (cut.values["in_context_files"], cut.values["cited_files"], cut.values["file_context_utilization"]) == (3, 1, 1 / 3)
+    assert cut.status[0] == names.STATUS_RETRIEVAL_TRUNCATED
+
+
+def test_an_empty_context_gives_no_file_utilisation():
+    figures = compute([FILES], [Answer([], (), cited_files=("fa",))])
+    assert (figures.values["in_context_files"], figures.values["cited_files"], figures.values["file_recall_proxy"]) == (0, 0, 0.0)
+    assert "file_context_utilization" not in figures.values and names.STATUS_EMPTY_CONTEXT in figures.status
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.lists(st.tuples(st.sampled_from("abcdef"), st.sampled_from(["f1", "f2", "f3"])), max_size=5), max_size=3),
+    st.lists(st.sampled_from("abcdefg"), unique=True, max_size=6),
+    st.lists(st.sampled_from(["f1", "f2", "f3", "f9"]), max_size=4),
+)
+def test_file_figures_against_an_oracle(retrieved, shown, cited):
+    """Each chunk id has one file (the first drawn for it), as a provider's ids do."""
+    owner: dict[str, str] = {}
+    retrievals = [[F(c, rank, owner.setdefault(c, f)) for rank, (c, f) in enumerate(r, start=1)] for r in retrieved]
+    answer = Answer([P(c, i, 1) for i, c in enumerate(shown, start=1)], (), cited_files=tuple(cited))
+    figures = compute(retrievals, [answer])
+    if any(c not in owner for c in shown):
+        assert names.STATUS_FILES_UNKNOWN in figures.status and "in_context_files" not in figures.values
+        return
+    f_r, f_c = set(owner.values()), {owner[c] for c in shown}
+    f_k = set(cited) & f_c
+    assert (figures.values["in_context_files"], figures.values["cited_files"]) == (len(f_c), len(f_k))
+    if retrievals:
+        assert figures.values["retrieved_files"] == len(f_r)
+    if f_r:
+        assert figures.values["file_recall_proxy"] == len(f_k & f_r) / len(f_r)
+    if f_c:
+        assert figures.values["file_context_utilization"] == len(f_k) / len(f_c)
+    assert names.STATUS_FILES_UNKNOWN not in figures.status

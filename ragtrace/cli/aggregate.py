@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._internal.names import (
+    FILE_PROXY_METRICS,
     METRIC_CITED,
     METRIC_CITED_POSITIONS,
     METRIC_CONTEXT_PRECISION,
@@ -41,6 +42,7 @@ SUMMARY_FIGURES = (
     METRIC_RETRIEVED,
     METRIC_IN_CONTEXT,
     METRIC_CITED,
+    *FILE_PROXY_METRICS,  # runs whose citations name files (n counts those runs)
 )
 
 # what one row adds to a group: (verdict label, not-measurable reason or None, inferred, inclusion
@@ -156,10 +158,14 @@ class Group:
             if retrieved is not None:
                 slot["retrieved"].add(retrieved, count)
 
+    def shown_figures(self) -> list[tuple[str, Distribution]]:
+        """The summary figures a report shows: the file-level ones only where some run cites files."""
+        return [(m, d) for m, d in self.figures.items() if d.n or m not in FILE_PROXY_METRICS]
+
     def percentiles(self) -> dict[str, dict[str, float | None]]:
         return {
             metric: {f"p{p}": distribution.percentile(p) for p in PERCENTILES} | {"n": distribution.n}
-            for metric, distribution in self.figures.items()
+            for metric, distribution in self.shown_figures()
         }
 
     @property

@@ -26,6 +26,7 @@ STAGE, MODEL, SOURCE = label(names.RAG_STAGE), label(names.GEN_AI_REQUEST_MODEL)
 STATUS, KIND, EVAL_NAME = label(names.RAG_METRICS_STATUS), label(names.RAG_CITATION_KIND), label(names.RAG_EVAL_NAME)
 RUNS, CITATIONS, EMPTY = metric(names.METRIC_PIPELINE_RUNS), metric(names.METRIC_CITATIONS), metric(names.METRIC_EMPTY_RETRIEVALS)
 RECALL, PRECISION = metric(names.METRIC_RECALL_PROXY_HISTOGRAM), metric(names.METRIC_CONTEXT_PRECISION_HISTOGRAM)
+FILE_RECALL = metric(names.METRIC_FILE_RECALL_PROXY_HISTOGRAM)
 WASTED, TOKENS, TOP_SCORE = metric(names.METRIC_CONTEXT_WASTED_TOKENS), metric(names.METRIC_CONTEXT_TOKENS), metric(names.METRIC_RETRIEVAL_TOP_SCORE)
 DURATION, FIRST_CHUNK, SCORE = metric(names.METRIC_OPERATION_DURATION), metric(names.METRIC_TIME_TO_FIRST_CHUNK), metric(names.METRIC_EVAL_SCORE)
 MEASURED, VALID = names.METRICS_STATUS_MEASURED, names.CITATION_KIND_VALID
@@ -113,6 +114,11 @@ PANELS: tuple[Panel, ...] = (
           "It sees truncation and assembly dropping chunks; it can't see whether the chunks were relevant or cited, so it stays flat "
           "while answer quality degrades. Read it beside the recall proxy and invalid citations.", "percentunit",
           (("p50 " + LEGEND, quantile(0.5, PRECISION, BY_VERSION)), ("mean " + LEGEND, mean(PRECISION, BY_VERSION))), ratio=True),
+    Panel("File recall proxy p50 / mean",
+          "Runs whose citations name files, not chunks (OpenAI file_search): cited files over retrieved files "
+          "(rag.file_recall_proxy). Measured also where a cited file has several chunks in context and the chunk "
+          "recall proxy is not. Empty while no run cites files.", "percentunit",
+          (("p50 " + LEGEND, quantile(0.5, FILE_RECALL, BY_VERSION)), ("mean " + LEGEND, mean(FILE_RECALL, BY_VERSION))), ratio=True),
     Panel("Not measurable, by reason",
           "Share of runs with a figure not measurable, in all (0 while every run is measured) and by the run's first reason "
           "(rag.metrics.status; docs/attributes.md lists them).", "percentunit",

@@ -338,9 +338,9 @@ def _infer(
         for chunk in retrieval:
             if chunk.content and chunk.id not in unique:
                 unique[chunk.id] = chunk
-    if not any(retrievals):
-        return [], [], None  # compute says empty_retrieval
-    if not unique:
+    # a retrieval of 0 chunks puts none in any prompt: the answer is still read and scored against
+    # an empty context (compute says empty_retrieval, empty_context), as the SDK scores it
+    if not unique and any(retrievals):
         return [], [], STATUS_NO_CHUNK_TEXT
     chunks = sorted(unique.values(), key=lambda c: c.rank)
     retrieved = {chunk.id for retrieval in retrievals for chunk in retrieval}
@@ -371,11 +371,14 @@ def _infer(
     # prompt's chunks (``outside_sources``), across calls.
     labelled = [(span, record) for span, record in with_chunks if any(p.label for p in record.placements)]
     chosen = labelled or with_chunks or [located[-1]]
+    outputs = [_output(span) for span, _ in chosen]
+    # a call that wrote no text (an agent's tool call) beside one that did is no answer: its
+    # prompt (an earlier round) is not the answer's context
+    spoke = any(text is not None and text.strip() for text in outputs)
     answers: list[Answer] = []
     contexts: list[list[Placement]] = []
-    for span, record in chosen:
-        text = _output(span)
-        if text is None:
+    for (span, record), text in zip(chosen, outputs):
+        if text is None or (spoke and not text.strip()):
             if not record.not_located:  # a failed search is no empty context
                 contexts.append(record.placements)
             continue

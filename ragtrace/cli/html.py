@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._internal import names
 from . import charts
-from .aggregate import PERCENTILES, SUMMARY_FIGURES, Group
+from .aggregate import PERCENTILES, Group
 from .latency import StreamLatency
 from .records import citation_text, iso_time, shown_query
 from .render import number, over_cap_line, percent, score_tables
@@ -100,8 +100,7 @@ def _cards(items: Sequence[tuple[str, str]]) -> str:
 
 def _figures_table(group: Group) -> str:
     rows = []
-    for metric in SUMMARY_FIGURES:
-        distribution = group.figures[metric]
+    for metric, distribution in group.shown_figures():
         rows.append([metric, *(number(distribution.percentile(p)) for p in PERCENTILES), distribution.n])
     return _table(["figure", *(f"p{p}" for p in PERCENTILES), "n"], rows, [False, True, True, True, True])
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from .._internal.core.figures import Figures, Placed, Retrieved
 from .._internal.names import (
-    ALL_METRICS,
+    EMITTED_METRICS,
     METRIC_CITED_POSITIONS,
     METRIC_DUPLICATE_CHUNKS,
     METRIC_IN_CONTEXT,
@@ -22,6 +22,7 @@ from .._internal.names import (
     RAG_GENERATION_CONTEXT_SPAN_ID,
     RAG_RETRIEVAL_CHUNK_IDS,
     RAG_RETRIEVAL_CONTENT_HASHES,
+    RAG_RETRIEVAL_FILE_IDS,
     RAG_RETRIEVAL_RANKS,
     REDACTED,
     document_keys,
@@ -30,7 +31,7 @@ from .._internal.names import (
 from .row import end_order
 from .spans import Span
 
-_METRIC_KEYS = tuple((metric, metric_attribute(metric)) for metric in ALL_METRICS)
+_METRIC_KEYS = tuple((metric, metric_attribute(metric)) for metric in EMITTED_METRICS)
 _IN_CONTEXT_KEY = metric_attribute(METRIC_IN_CONTEXT)
 
 
@@ -44,8 +45,14 @@ def recorded_retrieval(span: Span) -> list[Retrieved] | None:
     if keys is None:
         keys = _text_keys(span, count)
     if keys is None:
-        return [RecordedChunk(str(chunk_id), ranks[index], None) for index, chunk_id in enumerate(ids)]
-    return [RecordedChunk(str(chunk_id), ranks[index], keys[index] or None) for index, chunk_id in enumerate(ids)]
+        chunks = [RecordedChunk(str(chunk_id), ranks[index], None) for index, chunk_id in enumerate(ids)]
+    else:
+        chunks = [RecordedChunk(str(chunk_id), ranks[index], keys[index] or None) for index, chunk_id in enumerate(ids)]
+    files = span.get_aligned(RAG_RETRIEVAL_FILE_IDS, str, count)  # a provider's results: the file of each
+    if files is not None:
+        for chunk, file_id in zip(chunks, files):
+            chunk.file_id = file_id or None
+    return chunks
 
 
 def _text_keys(span: Span, count: int) -> list[str] | None:
@@ -101,12 +108,13 @@ def recorded_context(span: Span) -> tuple[list[Placed], bool] | None:
 class RecordedChunk:
     """A retrieved chunk as the report rebuilds it: only what the figures read (``figures.Retrieved``)."""
 
-    __slots__ = ("id", "rank", "content_hash")  # content_hash: a recorded hash, or a text key (see _text_keys)
+    __slots__ = ("id", "rank", "content_hash", "file_id")  # content_hash: a recorded hash, or a text key (see _text_keys)
 
     def __init__(self, chunk_id: str, rank: int, content_hash: str | None) -> None:
         self.id = chunk_id
         self.rank = rank
         self.content_hash = content_hash
+        self.file_id: str | None = None  # rag.retrieval.file_ids, where recorded
 
 
 class RecordedPlacement:

@@ -88,6 +88,7 @@ def row_record(row: Row, row_verdict: Verdict) -> dict[str, Any]:
     }
     for metric in _ROW_FIGURES:
         record[metric] = row.figures.get(metric)
+    record.update((m, row.figures[m]) for m in names.FILE_METRICS if m in row.figures)  # where citations name files
     record.update(
         {
             "answers": row.answers,

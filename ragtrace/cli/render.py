@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .._internal import names
-from .aggregate import PERCENTILES, SUMMARY_FIGURES, Group
+from .aggregate import PERCENTILES, Group
 from .aggregator import MAX_GROUP_VALUES, OTHER
 from .latency import LATENCY_PERCENTILES, StreamLatency
 from .records import citation_text, clean, iso_time, shown_query
@@ -91,8 +91,7 @@ def group_summary(group: Group) -> dict[str, Any]:
 
 def figures_table(title: str, group: Group) -> Table:
     table = Table(title, ["figure", *(f"p{p}" for p in PERCENTILES), "n"], [False, True, True, True, True])
-    for metric in SUMMARY_FIGURES:
-        distribution = group.figures[metric]
+    for metric, distribution in group.shown_figures():
         table.add(metric, *(number(distribution.percentile(p)) for p in PERCENTILES), distribution.n)
     return table
 

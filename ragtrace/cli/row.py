@@ -13,10 +13,10 @@ from .._internal.core.figures import Answer, Figures, Placed, Retrieved
 from .._internal.names import (
     INCLUSION_INFERRED,
     INCLUSION_LOCATED,
+    EMITTED_PROXY_METRICS,
     METRIC_CITED_POSITIONS,
     METRIC_RECALL_PROXY,
     METRIC_WASTED_CONTEXT_TOKENS,
-    PROXY_METRICS,
 )
 from .spans import Span
 
@@ -114,7 +114,7 @@ def retrieval_facts(
 
 def not_measurable(row: Row, reason: str) -> None:
     """Keep the sizes, drop every ratio: a partial trace must not look like a measurement."""
-    for metric in PROXY_METRICS + (METRIC_WASTED_CONTEXT_TOKENS, METRIC_CITED_POSITIONS):
+    for metric in EMITTED_PROXY_METRICS + (METRIC_WASTED_CONTEXT_TOKENS, METRIC_CITED_POSITIONS):
         row.figures.pop(metric, None)
     if reason not in row.status:
         row.status.insert(0, reason)

@@ -26,8 +26,11 @@ from .._internal.names import (
     METRIC_DUPLICATE_CHUNKS,
     METRIC_WASTED_CONTEXT_TOKENS,
     OI_INPUT_VALUE,
+    CITATION_GRANULARITY_FILE,
     RAG_CITATION_CONFORMANT,
+    RAG_CITATION_FILE_IDS,
     RAG_CITATION_FORMAT,
+    RAG_CITATION_GRANULARITY,
     RAG_CITATION_IDS,
     RAG_CITATION_INVALID_COUNT,
     RAG_CITATION_OUT_OF_CONTEXT_COUNT,
@@ -213,6 +216,8 @@ def _ragtrace_row(trace: Trace, pipeline: Span | None, members: list[tuple[Span,
                 invalid_citations=span.get_int(RAG_CITATION_INVALID_COUNT) or 0,
                 out_of_context_citations=span.get_int(RAG_CITATION_OUT_OF_CONTEXT_COUNT) or 0,
                 unmeasured=unmeasured,
+                # citations that name files: the file-level figures count them
+                cited_files=[str(f) for f in span.get_list(RAG_CITATION_FILE_IDS) or ()] if span.get_str(RAG_CITATION_GRANULARITY) == CITATION_GRANULARITY_FILE else None,
             )
         )
         answer_spans.append(span)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from .._internal.core.figures import (
     STATUS_CITATIONS_FILE_LEVEL,
+    STATUS_FILES_UNKNOWN,
     STATUS_EMPTY_CONTEXT,
     STATUS_EMPTY_RETRIEVAL,
     STATUS_NO_ANSWER,
@@ -57,7 +58,8 @@ REASON_TEXT = {
     STATUS_NO_CHUNK_TEXT: "no chunk text to locate",
     STATUS_NO_PROMPT: "no prompt to search",
     STATUS_PROMPT_TOO_LARGE: "prompt too large to search",
-    STATUS_CITATIONS_FILE_LEVEL: "citations name files, not chunks (a cited file has several results)",
+    STATUS_CITATIONS_FILE_LEVEL: "citations name files, not chunks (a cited file has several results; the file_* figures are measured)",
+    STATUS_FILES_UNKNOWN: "the file of a retrieved or in-context chunk is not known (no file-level figures)",
     STATUS_RESULTS_NOT_INCLUDED: 'file_search results not included (include=["file_search_call.results"])',
     STATUS_SOURCE_UNREADABLE: "a source's text is unreadable (PDF)",
     STATUS_CITED_REFERENCES_ONLY: "only the cited references were returned (retrieve_and_generate)",

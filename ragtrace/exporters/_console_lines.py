@@ -33,6 +33,7 @@ FIGURES: tuple[tuple[str, str], ...] = (
             names.METRIC_WASTED_CONTEXT_TOKENS,
             names.METRIC_DUPLICATE_CHUNKS,
             names.METRIC_CITED_POSITIONS,
+            *names.FILE_METRICS,  # where citations name files
         )
     ),
     (names.RAG_METRICS_STATUS, "status"),

@@ -30,9 +30,10 @@ def openinference(
     answer: str = "BM25 ranks lexically [1].",
     prompt_text: str | None = None,
     judge_prompt: str | None = None,
+    retrieved: tuple[str, ...] = ("d1", "d2", "d3", "d4"),
 ) -> None:
     """One RetrievalQA run (d1-d4 retrieved, the answer shown d1, d2); ``judge_prompt``: a judge's
-    model call after the answer, shown that prompt."""
+    model call after the answer, shown that prompt; ``retrieved``: the documents the retriever returns."""
     provider = provider_to(path, service="oi-app")
     tracer = provider.get_tracer("openinference.instrumentation.langchain")
     with tracer.start_as_current_span("RetrievalQA") as root:
@@ -41,7 +42,7 @@ def openinference(
         with tracer.start_as_current_span("VectorStoreRetriever") as retriever:
             retriever.set_attribute(names.OI_SPAN_KIND, names.OI_KIND_RETRIEVER)
             retriever.set_attribute(names.OI_INPUT_VALUE, QUESTION)
-            for index, doc in enumerate(docs("d1", "d2", "d3", "d4")):
+            for index, doc in enumerate(docs(*retrieved)):
                 retriever.set_attribute(names.indexed(names.OI_RETRIEVAL_DOCUMENTS, index, names.OI_DOCUMENT_ID), doc["id"])
                 retriever.set_attribute(names.indexed(names.OI_RETRIEVAL_DOCUMENTS, index, names.OI_DOCUMENT_SCORE), doc["score"])
                 if content:
@@ -171,6 +172,20 @@ def test_ids_without_text_are_not_measurable(cli, tmp_path):
     assert row["retrieved"] == 4  # sizes stay
     for figure in ("context_precision", "recall_proxy", "recall_proxy_weighted", "context_utilization", "in_context"):
         assert row[figure] is None, figure
+
+
+@pytest.mark.parametrize("answer, invalid", [("BM25 is a ranking function.", 0), ("BM25 ranks lexically [1].", 1)])
+def test_a_retrieval_of_no_chunks_still_scores_the_answer(cli, tmp_path, answer, invalid):
+    """0 chunks retrieved: nothing can be in the prompt, and the trace has an answer (issue 36: it
+    was reported as ``no_answer``). As the SDK scores it: an empty context, no chunk cited, and a
+    [1] that names nothing retrieved is an unknown citation."""
+    path = tmp_path / "oi.jsonl"
+    openinference(path, retrieved=(), answer=answer, prompt_text="Use only these sources and cite them as [n].\n\n(no results)")
+    row, _ = _row(cli, path)
+    assert "no_answer" not in row["status"]
+    assert row["status"][:2] == ["empty_retrieval", "empty_context"]
+    assert (row["retrieved"], row["in_context"], row["cited"], row["invalid_citations"]) == (0, 0, 0, invalid)
+    assert row["unknown_citations"] == invalid and row["out_of_context_citations"] == 0
 
 
 def test_prompt_not_captured_is_not_measurable(cli, tmp_path):
@@ -354,3 +369,68 @@ def test_an_llm_grader_shown_every_chunk_unlabelled_is_not_the_answer(cli, tmp_p
     row, _ = _row(cli, path)
     assert (row["retrieved"], row["in_context"], row["cited"]) == (4, 2, 1)
     assert row["context_precision"] == 0.5 and row["recall_proxy"] == 0.25 and row["answers"] == 1
+
+
+def _agent_trace(path: Path, last_only: bool, answer: str) -> None:
+    """An agent in OpenInference spans: a tool-choice call, round 1 (d1, d2), a tool-choice call
+    shown round 1, round 2 (d3, d4), the answer. Each tool message numbers its documents from [1];
+    a tool-choice call writes no text. ``last_only``: the answer is shown round 2 alone
+    (LangGraph's custom RAG agent), else every message so far."""
+    provider = provider_to(path, service="agent-app")
+    tracer = provider.get_tracer("openinference.instrumentation.langchain")
+
+    def tool_message(*ids: str) -> str:
+        return "\n\n".join(f"[{n}] {d['content']}" for n, d in enumerate(docs(*ids), start=1))
+
+    def llm(messages: list[tuple[str, str]], output: str | None) -> None:
+        with tracer.start_as_current_span("ChatOpenAI") as span:
+            span.set_attribute(names.OI_SPAN_KIND, names.OI_KIND_LLM)
+            for index, (role, text) in enumerate(messages):
+                span.set_attribute(names.indexed(names.OI_LLM_INPUT_MESSAGES, index, names.OI_MESSAGE_ROLE), role)
+                span.set_attribute(names.indexed(names.OI_LLM_INPUT_MESSAGES, index, names.OI_MESSAGE_CONTENT), text)
+            span.set_attribute(names.indexed(names.OI_LLM_OUTPUT_MESSAGES, 0, names.OI_MESSAGE_ROLE), "assistant")
+            if output is not None:
+                span.set_attribute(names.indexed(names.OI_LLM_OUTPUT_MESSAGES, 0, names.OI_MESSAGE_CONTENT), output)
+
+    def retrieve(*ids: str) -> None:
+        with tracer.start_as_current_span("retrieve_blog_posts") as span:
+            span.set_attribute(names.OI_SPAN_KIND, names.OI_KIND_RETRIEVER)
+            for index, doc in enumerate(docs(*ids)):
+                span.set_attribute(names.indexed(names.OI_RETRIEVAL_DOCUMENTS, index, names.OI_DOCUMENT_ID), doc["id"])
+                span.set_attribute(names.indexed(names.OI_RETRIEVAL_DOCUMENTS, index, names.OI_DOCUMENT_CONTENT), doc["content"])
+
+    with tracer.start_as_current_span("LangGraph") as root:
+        root.set_attribute(names.OI_SPAN_KIND, names.OI_KIND_CHAIN)
+        root.set_attribute(names.OI_INPUT_VALUE, QUESTION)
+        system = ("system", "Answer from the retrieved documents and cite them as [n].")
+        llm([system, ("user", QUESTION)], None)
+        retrieve("d1", "d2")
+        first = [system, ("user", QUESTION), ("assistant", ""), ("tool", tool_message("d1", "d2"))]
+        llm(first, None)
+        retrieve("d3", "d4")
+        if last_only:
+            llm([("user", f"Question: {QUESTION}\nContext: {tool_message('d3', 'd4')}")], answer)
+        else:
+            llm([*first, ("assistant", ""), ("tool", tool_message("d3", "d4"))], answer)
+    provider.shutdown()
+
+
+def test_an_agent_answering_from_the_last_round_resolves_its_labels(cli, tmp_path):
+    """Issue 36: each round numbers from [1]; the answer's prompt shows round 2 only, so [1] is d3.
+    The tool-choice calls wrote no text: they are not answers, and round 1 is not in context."""
+    path = tmp_path / "agent.jsonl"
+    _agent_trace(path, last_only=True, answer="Rerankers use cross-encoders [1].")
+    row, _ = _row(cli, path)
+    # R = d1..d4 (ranks 1, 2, 1, 2), C = {d3, d4}, K = {d3}
+    assert (row["retrieved"], row["in_context"], row["cited"], row["invalid_citations"]) == (4, 2, 1, 0)
+    assert row["context_precision"] == 0.5 and row["recall_proxy"] == 0.25
+    assert row["cited_positions"] == [1] and row["wasted_context_tokens"] == tokens("d4")
+    assert "citations_unresolved" not in row["status"]
+
+
+def test_an_agent_shown_two_rounds_that_share_labels_is_unresolved(cli, tmp_path):
+    path = tmp_path / "agent.jsonl"
+    _agent_trace(path, last_only=False, answer="Rerankers use cross-encoders [1].")
+    row, _ = _row(cli, path)
+    assert (row["retrieved"], row["in_context"]) == (4, 4)
+    assert "citations_unresolved" in row["status"] and row["cited"] is None

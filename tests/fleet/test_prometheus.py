@@ -36,7 +36,7 @@ from ragtrace.cli import fleet_views
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 JOB = "ragtrace-workload"
-WARM_RUNS, RUNS = 7, 19  # workload.SHAPES once; workload.RUNS
+WARM_RUNS, RUNS = 8, 20  # workload.SHAPES once; workload.RUNS
 pytestmark = pytest.mark.heavy
 
 
@@ -151,17 +151,20 @@ def fleet(tmp_path_factory) -> Fleet:
 
 
 # --- the truth, worked out by hand from workload.SHAPES and workload.RUNS ------------------------
-# v1: A x10. v2 (route faq): B x3, B2 x1, B3 x2, D x1 (no_context), E x1 (empty_retrieval), and F x1
-# (delegated: left out of run counts and shares, but its retrieval and assembly are measured here)
+# v1: A x10, G x1 (citations name files: citations_file_level, no chunk recall, no wasted tokens
+# nor citation counts; file recall 1/2). v2 (route faq): B x3, B2 x1, B3 x2, D x1 (no_context), E x1
+# (empty_retrieval), and F x1 (delegated: left out of run counts and shares, but its retrieval and
+# assembly are measured here)
 RECALL = {"v1": [1.0] * 10, "v2": [0.5] * 3 + [0.5] + [0.25] * 2}
-PRECISION = {"v1": [1.0] * 10, "v2": [1.0] * 3 + [0.5] + [1.0] * 2}
+FILE_RECALL = {"v1": [0.5]}
+PRECISION = {"v1": [1.0] * 11, "v2": [1.0] * 3 + [0.5] + [1.0] * 2}
 WASTED = {"v1": [0] * 10, "v2": [2] * 3 + [0] + [7] * 2}
-CONTEXT_TOKENS = {"v1": 5 * 10, "v2": 5 * 3 + 3 + 10 * 2 + 3}  # placed chunk tokens: d0 3, d1 2, d2 4, d3 1
-RUN_COUNT = {"v1": 10, "v2": 8}  # F not counted
-NOT_MEASURED = {"v2": {"no_context": 1, "empty_retrieval": 1}}
+CONTEXT_TOKENS = {"v1": 5 * 10 + 6, "v2": 5 * 3 + 3 + 10 * 2 + 3}  # placed chunk tokens: d0 3, d1 2, d2 4, d3 1; G's 2 + 3 + 1
+RUN_COUNT = {"v1": 11, "v2": 8}  # F not counted
+NOT_MEASURED = {"v1": {"citations_file_level": 1}, "v2": {"no_context": 1, "empty_retrieval": 1}}
 CITATIONS = {"v1": {"valid": 20, "out_of_context": 0, "unknown": 0}, "v2": {"valid": 6, "out_of_context": 1, "unknown": 1}}
-TOP_SCORES = [0.95] * 10 + [0.62] * 8  # E retrieved nothing
-RETRIEVALS, EMPTY = 19, 1
+TOP_SCORES = [0.95] * 10 + [0.7] + [0.62] * 8  # E retrieved nothing
+RETRIEVALS, EMPTY = 20, 1
 JUDGED = {("groundedness", "v1"): [0.8] * 10, ("groundedness", "v2"): [0.4] * 6, ("relevance", "v1"): [3.0] * 10}
 
 
@@ -226,6 +229,8 @@ def expected_panels(fleet: Fleet) -> dict[tuple[str, str], dict[tuple, float]]:
         ("Answers with recall proxy <= 0.5", ""): by_version({"v1": 0.0, "v2": 1.0}),
         ("Context precision p50 / mean", "p50"): by_version({v: prometheus_quantile(0.5, ratio, x) for v, x in PRECISION.items()}),
         ("Context precision p50 / mean", "mean"): by_version({"v1": 1.0, "v2": 5.5 / 6}),
+        ("File recall proxy p50 / mean", "p50"): by_version({v: prometheus_quantile(0.5, ratio, x) for v, x in FILE_RECALL.items()}),
+        ("File recall proxy p50 / mean", "mean"): by_version({v: mean(x) for v, x in FILE_RECALL.items()}),
         ("Not measurable, by reason", "all"): by_version({v: sum(NOT_MEASURED.get(v, {}).values()) / n for v, n in RUN_COUNT.items()}),
         ("Not measurable, by reason", ""): {
             key(gen_ai_workflow_name="qa", rag_pipeline_version=v, rag_metrics_status=s): n / RUN_COUNT[v]
@@ -272,6 +277,7 @@ def test_the_workload_ran_the_hand_worked_figures(fleet):
     assert by_shape["B3"]["metrics"]["recall_proxy"] == 0.25 and by_shape["B3"]["metrics"]["wasted_context_tokens"] == 7
     assert (by_shape["D"]["status"], by_shape["E"]["status"]) == ("no_context", "empty_retrieval,no_context")
     assert by_shape["F"]["status"] == "delegated"
+    assert (by_shape["G"]["status"], by_shape["G"]["metrics"]["file_recall_proxy"]) == ("citations_file_level", 0.5)
     delegated = fleet.query(f'sum(increase(rag_pipeline_runs_total{{rag_metrics_status="delegated"}}[{fleet.window}]))')
     assert list(delegated.values()) == [1.0]  # counted under its own status, out of the panels' counts
 
@@ -319,7 +325,7 @@ def test_every_recording_rule_returns_the_expected_numbers(fleet):
     windows = (fleet_views.SHORT, fleet_views.LONG)
     expected = {
         **{f"ragtrace:pipeline_runs:increase{w}": {labels(v): n for v, n in RUN_COUNT.items()} for w in windows},
-        **{f"ragtrace:not_measurable:share{w}": {labels("v1"): 0.0, labels("v2"): 2 / 8} for w in windows},
+        **{f"ragtrace:not_measurable:share{w}": {labels("v1"): 1 / 11, labels("v2"): 2 / 8} for w in windows},
         **{f"ragtrace:invalid_citations:share{w}": {labels("v1"): 0.0, labels("v2"): 2 / 8} for w in windows},
         **{f"ragtrace:recall_proxy_runs:increase{w}": {labels(v): len(x) for v, x in RECALL.items()} for w in windows},
         **{f"ragtrace:recall_proxy:mean{w}": {labels(v): sum(x) / len(x) for v, x in RECALL.items()} for w in windows},

@@ -46,7 +46,7 @@ def test_every_panel_the_issue_lists_is_there():
     titles = [p["title"] for p in fleet_views.dashboard()["panels"]]
     assert titles == [
         "Recall proxy p10 / p50", "Recall proxy mean", "Answers with recall proxy <= 0.5", "Context precision p50 / mean",
-        "Not measurable, by reason", "Invalid citations, by kind", "Wasted context tokens per run", "Wasted share of context tokens",
+        "File recall proxy p50 / mean", "Not measurable, by reason", "Invalid citations, by kind", "Wasted context tokens per run", "Wasted share of context tokens",
         "Retrieval top score p50", "Empty retrievals", "Time to first chunk p50 / p95", "Stage latency p95",
         "Judge scores: $eval_name", "Traffic by version",
     ]

@@ -15,6 +15,7 @@ import time
 from opentelemetry.sdk.trace import TracerProvider
 
 import ragtrace
+from ragtrace._internal.core.provided import by_file
 
 FIRST_CHUNK_DELAY = 0.02  # seconds before a streamed answer's first piece: time to first chunk >= this
 # Another GenAI instrumentation on the same meter provider (as when the app hands one provider to
@@ -69,6 +70,28 @@ def other_instrumentation() -> None:
         call.record_stream_chunk()
 
 
+# chunks of two files (lambda mu 2 tokens, nu xi omicron 3, pi 1)
+FILE_DOCS = docs(("f1#a", 0.7, "lambda mu"), ("f1#b", 0.5, "nu xi omicron"), ("f2#a", 0.4, "pi"))
+
+
+def file_level() -> ragtrace.RagPipeline:
+    """v1: citations that name files, as a provider's (OpenAI file_search) are recorded through the
+    same handles: the three chunks shown, file f1 cited. f1 has two chunks in context, so the chunk
+    figures that count cited chunks are not measurable (citations_file_level); precision 1, file
+    recall 1/2 (f1 of f1, f2)."""
+    with ragtrace.rag_pipeline("qa", version="v1") as pipeline:
+        with ragtrace.retrieve(data_source="kb") as retrieval:
+            retrieval.record_files(FILE_DOCS, ["f1", "f1", "f2"])
+        with ragtrace.assemble() as context:
+            for chunk in retrieval.chunks:
+                context.add(chunk)
+        with ragtrace.generate(model="m") as generation:
+            generation.provided = by_file(["f1"], [(c.id, c.file_id) for c in retrieval.chunks])
+            generation.record("Refunds take 5 days.")
+        other_instrumentation()
+    return pipeline
+
+
 def delegated() -> ragtrace.RagPipeline:
     """v2: retrieves and assembles, then hands the record to another process (ragtrace.inject): its
     root is "delegated", counted by the other side, so the fleet view leaves it out of runs."""
@@ -96,8 +119,10 @@ SHAPES = {
     "E": lambda: run("v2", [], None, "nothing found", {}),
     # v2: delegated (d0 retrieved at 0.62 and placed: 3 context tokens)
     "F": delegated,
+    # v1: file-level citations (6 context tokens, top score 0.7, file recall 0.5)
+    "G": file_level,
 }
-RUNS = {"A": 10, "B": 3, "B2": 1, "B3": 2, "D": 1, "E": 1, "F": 1}
+RUNS = {"A": 10, "B": 3, "B2": 1, "B3": 2, "D": 1, "E": 1, "F": 1, "G": 1}
 
 
 def main() -> None:

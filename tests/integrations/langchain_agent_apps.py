@@ -105,9 +105,12 @@ def grade(score: str, call_id: str) -> AIMessage:
     return AIMessage(content="", tool_calls=[{"name": "GradeDocuments", "args": {"binary_score": score}, "id": call_id}])
 
 
-def custom_rag_graph(store: InMemoryVectorStore, replies: list[AIMessage], grades: list[AIMessage], document_prompt: Any = None, **compile: Any):
-    """``document_prompt``: the retriever tool's rendering of each document (default ``{page_content}``, unlabelled)."""
-    retriever_tool = create_retriever_tool(
+def custom_rag_graph(
+    store: InMemoryVectorStore, replies: list[AIMessage], grades: list[AIMessage], document_prompt: Any = None, retriever_tool: Any = None, **compile: Any
+):
+    """``document_prompt``: the retriever tool's rendering of each document (default ``{page_content}``,
+    unlabelled); ``retriever_tool``: another tool named ``retrieve_blog_posts`` in its place."""
+    retriever_tool = retriever_tool or create_retriever_tool(
         store.as_retriever(search_kwargs={"k": 2}), "retrieve_blog_posts", "Search and return information about refunds.", document_prompt=document_prompt
     )
     response_model = ToolCallingFakeChatModel(messages=iter(replies))

@@ -294,6 +294,27 @@ def test_the_pipelines_own_retrieve_gives_the_retrieval_and_the_ids_agree(instru
     assert set(instrumented.one("generate").attributes["rag.citation.ids"]) <= set(ids)
 
 
+def test_references_repeating_a_location_are_chunks_of_one_document_not_a_file_citation(instrumented):
+    """Two references at refunds.txt (A and A2, other text) and one at credit.txt: each reference
+    carries its own text, so each is one chunk (granularity chunk, three distinct ids, two sharing
+    the document part before '#'). No file-level figure is given: only the cited references come
+    back, so neither the retrieved nor the in-context documents are known (cited_references_only)."""
+    a2 = (A[0], "Refunds to a closed card go back as store credit.", 0.0)
+    citations = [citation(GENERATED, "Refunds take 5 days.", [reference(A), reference(a2)]), citation(GENERATED, "Store credit is immediate.", [reference(B)], inclusive=False)]
+    agent = client("bedrock-agent-runtime")
+    with Stubber(agent) as stub:
+        stub.add_response("retrieve_and_generate", {"sessionId": "session-1", "output": {"text": GENERATED}, "citations": citations})
+        agent.retrieve_and_generate(input={"text": QUESTION}, retrieveAndGenerateConfiguration=R_AND_G)
+    generated = instrumented.one("generate").attributes
+    cited = list(generated["rag.citation.ids"])
+    assert cited == [chunk_id(A), chunk_id(a2), chunk_id(B)]
+    assert len({c.split("#")[0] for c in cited}) == 2 and generated.get("rag.citation.granularity", "chunk") == "chunk"
+    assert "rag.citation.file_ids" not in generated
+    got = metrics(instrumented.one("pipeline"))
+    assert not {"retrieved_files", "in_context_files", "cited_files", "file_recall_proxy", "file_context_utilization"} & set(got)
+    assert "cited_references_only" in got["status"].split(",") and "files_unknown" not in got["status"]
+
+
 # --- failures, redaction, uninstrument -------------------------------------------------------------
 def test_a_service_error_passes_through_and_ends_the_pipeline(instrumented):
     agent = client("bedrock-agent-runtime")

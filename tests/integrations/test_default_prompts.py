@@ -23,6 +23,7 @@ from langchain_core.vectorstores import InMemoryVectorStore
 
 import ragtrace
 from ragtrace._internal import names
+from tests.citation_paths import measured
 
 TEXTS = {
     "kb-refunds": "Refunds reach the original card within 5 business days.",
@@ -108,7 +109,8 @@ def test_llama_index_default_query_engine_leaves_bare_citations_unresolved(llama
     _unresolved(llama_index_on)
 
 
-def test_citation_query_engine_pieces_map_back_to_the_retrieved_nodes(llama_index_on):
+@pytest.mark.parametrize("overlap", [0, 6])
+def test_citation_query_engine_pieces_map_back_to_the_retrieved_nodes(llama_index_on, overlap):
     """Case 2: ``CitationQueryEngine`` re-splits each node into ``Source n:`` pieces under new ids.
     The context is the retrieved nodes; a label on any piece resolves to the node it was cut from."""
     from llama_index.core import VectorStoreIndex
@@ -116,7 +118,10 @@ def test_citation_query_engine_pieces_map_back_to_the_retrieved_nodes(llama_inde
     from llama_index.core.query_engine import CitationQueryEngine
     from llama_index.core.schema import TextNode
 
+    prompts: list[str] = []
+
     def answer(prompt: str) -> str:
+        prompts.append(prompt)
         sources = re.findall(r"Source (\d+):\n(.*)", prompt)[2:]  # after the template's two examples
         # cite the first piece, and the piece of the long node that is not its first
         chosen = [n for n, text in sources if text.startswith(("Store credit", "Refunds to a bank"))]
@@ -129,7 +134,7 @@ def test_citation_query_engine_pieces_map_back_to_the_retrieved_nodes(llama_inde
         "kb-shipping": "Shipping is free for orders over fifty euros.",
     }
     index = VectorStoreIndex([TextNode(id_=k, text=t) for k, t in texts.items()], embed_model=MockEmbedding(embed_dim=8))
-    engine = CitationQueryEngine.from_args(index, llm=_citing_llm(answer), similarity_top_k=3, citation_chunk_size=20, citation_chunk_overlap=0)
+    engine = CitationQueryEngine.from_args(index, llm=_citing_llm(answer), similarity_top_k=3, citation_chunk_size=20, citation_chunk_overlap=overlap)
     response = engine.query(QUESTION)
     assert len(response.source_nodes) == 4 and not {n.node.node_id for n in response.source_nodes} & set(texts)  # new ids
     assembled = llama_index_on.one("assemble").attributes
@@ -140,3 +145,16 @@ def test_citation_query_engine_pieces_map_back_to_the_retrieved_nodes(llama_inde
     assert sorted(llama_index_on.one("generate").attributes["rag.citation.ids"]) == ["kb-credit", "kb-refunds"]
     # the uncited node's tokens are wasted; its "Source n:" label is not part of them
     assert got["wasted_context_tokens"] == ragtrace.SimpleTokenizer().count(texts["kb-shipping"])
+    # the same prompt searched (an app's @assembler, a plain trace read by ragtrace report): the
+    # pieces map back by the same shared mapping, so every figure agrees (issue 36)
+    ranked = llama_index_on.one("retrieve").attributes["rag.retrieval.chunk_ids"]
+    docs = [{"id": k, "content": texts[k]} for k in ranked]
+    (prompt,) = prompts
+    declared = {k: list(v) if isinstance(v, tuple) else v for k, v in got.items() if k != "inclusion_method"}
+    for method in ("located", "inferred"):
+        searched, status = measured(method, docs, prompt, str(response))
+        assert status is None or "citations_unresolved" not in status, (method, status)
+        assert list(searched.get("cited_positions", ())) == declared["cited_positions"], (method, searched)
+        assert {k: searched.get(k) for k in declared if k != "cited_positions"} == pytest.approx(
+            {k: v for k, v in declared.items() if k != "cited_positions"}
+        ), (method, searched)

@@ -28,6 +28,7 @@ import time
 import pytest
 
 import ragtrace
+from fresh_interpreter import RAGTRACE_IN_MEMORY
 from loopback import ANSWER, VECTOR_STORE, QuietHandler, serve, serve_chat
 from ragtrace._internal.core import keyed
 from ragtrace._internal.integrations import _litellm_calls
@@ -346,15 +347,10 @@ def test_a_mock_search_has_no_pre_call_event_and_is_not_recorded(litellm, spans,
 
 def test_instrument_never_imports_litellm_and_hooks_it_when_the_app_does(tmp_path):
     code = (
-        "import sys, time, os\n"
+        "import time, os\n"
         "os.environ['LITELLM_LOCAL_MODEL_COST_MAP'] = 'True'\n"
-        "from opentelemetry.sdk.trace import TracerProvider\n"
-        "from opentelemetry.sdk.trace.export import SimpleSpanProcessor\n"
-        "from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter\n"
-        "import ragtrace\n"
-        "exporter = InMemorySpanExporter(); provider = TracerProvider(); provider.add_span_processor(SimpleSpanProcessor(exporter))\n"
-        "ragtrace.configure(tracer_provider=provider)\n"
-        "print('INSTRUMENTED', 'litellm' in ragtrace.instrument(), 'litellm' in sys.modules)\n"
+        + RAGTRACE_IN_MEMORY
+        + "print('INSTRUMENTED', 'litellm' in ragtrace.instrument(), 'litellm' in sys.modules)\n"
         "import litellm\n"
         "litellm.completion(model='gpt-4o-mini', messages=[{'role': 'user', 'content': 'hi'}], mock_response='hello')\n"
         "deadline = time.time() + 10\n"

@@ -144,7 +144,7 @@ def _context_out(record: ContextRecord, policy: ContentPolicy) -> dict[str, Any]
         "n": [[_label_out(label, chunk_id, None, policy), chunk_id] for label, chunk_id in record.unshown.items()],
     }
     if record.method in SEARCHED and record.prompt is not None:  # what the resolution rule reads of the prompt
-        document["w"] = sorted(label_key(label)[len(HASHED_LABEL):] for label in shown_labels(record.prompt))
+        document["w"] = sorted(label_key(label)[len(HASHED_LABEL):] for label in shown_labels(record.prompt, record.sources_at))
     return document
 
 

@@ -126,7 +126,7 @@ def unresolvable(context: ContextRecord, invalid_labels: Sequence[str] = ()) -> 
     if context.prompt is None:  # a record carried from another process: the labels' keyed digests
         carried = context.shown_keys
         return carried is not None and any(label_key(_fold(label)) in carried for label in invalid_labels)
-    shown = shown_labels(context.prompt)
+    shown = shown_labels(context.prompt, context.sources_at)
     return any(_fold(label) in shown for label in invalid_labels)
 
 

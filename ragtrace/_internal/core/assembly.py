@@ -68,6 +68,9 @@ class ContextRecord:
     # a record carried from another process has no prompt: the source labels that prompt showed,
     # as keyed digests (``keyed.label_key``), for the searched contexts' resolution rule (``answer``)
     shown_keys: frozenset[str] | None = None
+    # a searched context: where this turn's sources start in the prompt (text number, offset), so
+    # the labels of an earlier turn or an example before them are not read as this turn's
+    sources_at: tuple[int, int] | None = None
 
     @property
     def total_tokens(self) -> int:
@@ -78,11 +81,23 @@ class ContextRecord:
         return sum(1 for p in self.placements if p.truncated)
 
     def label_map(self) -> dict[str, str]:
-        """Citation key -> chunk id: every label, and every in-context chunk id itself."""
+        """Citation key -> chunk id: every label, and every in-context chunk id itself.
+
+        In a searched context, a label two chunks were found under (an agent's rounds that each
+        number from ``[1]``, both shown: as two placements' labels, or as one's label and
+        another's repeat) names neither: it is left out, so a citation of it is unresolved
+        (``answer.unresolvable``), never credited to one of them."""
         mapping = {p.chunk_id: p.chunk_id for p in self.placements}
         mapping.update({p.label: p.chunk_id for p in self.placements if p.label})
         for label, chunk_id in self.aliases.items():
             mapping.setdefault(label, chunk_id)
+        if self.method in (vocabulary.INCLUSION_LOCATED, vocabulary.INCLUSION_INFERRED):
+            owners: dict[str, set[str]] = {}
+            for label, chunk_id in [*((p.label, p.chunk_id) for p in self.placements if p.label), *self.aliases.items()]:
+                owners.setdefault(label, set()).add(chunk_id)
+            for label, chunk_ids in owners.items():
+                if len(chunk_ids) > 1 and mapping.get(label) != label:
+                    mapping.pop(label, None)
         return mapping
 
 

@@ -38,7 +38,8 @@ class Chunk:
 
     ``rank`` is 1-based within the retrieval that produced it. ``score`` is whatever the retriever
     returned (a distance when only a distance was given: rank order, not the score, is what the
-    figures rely on), or ``None`` when absent or not a finite number.
+    figures rely on), or ``None`` when absent or not a finite number. ``file_id``: the file the
+    chunk belongs to, where a provider integration knows it (the file-level figures).
     """
 
     id: str
@@ -48,6 +49,7 @@ class Chunk:
     metadata: Mapping[str, Any] | None = None
     tokens: int | None = None
     content_hash: str | None = field(default=None, repr=False)
+    file_id: str | None = None
 
 
 @dataclass(slots=True)
@@ -92,6 +94,17 @@ def content_hash(text: str) -> str:
     return content_digest(text)
 
 
+def digest_of(text: str, digests: dict[str, str] | None) -> str:
+    """``content_hash(text)``, computed once per pipeline: the same text is retrieved, reranked and
+    placed, and each stage reads it again. ``digests`` is the pipeline's memo (None: no memo)."""
+    if digests is None:
+        return content_digest(text)
+    found = digests.get(text)
+    if found is None:
+        found = digests[text] = content_digest(text)
+    return found
+
+
 def warn_if_digest_ids(pairs: Iterable[tuple[str, str | None]]) -> None:
     """Called where chunk ids are exported, with each one's (id, content hash): an id-less chunk's
     id is its keyed digest, which under the random key differs between processes (``keyed``)."""
@@ -99,9 +112,12 @@ def warn_if_digest_ids(pairs: Iterable[tuple[str, str | None]]) -> None:
         warn_if_random("ids of id-less chunks differ between processes")
 
 
-def normalize(items: Any, accessors: Accessors = NO_ACCESSORS, *, start_rank: int = 1, limit: int | None = None) -> Normalized:
+def normalize(
+    items: Any, accessors: Accessors = NO_ACCESSORS, *, start_rank: int = 1, limit: int | None = None, digests: dict[str, str] | None = None
+) -> Normalized:
     """Normalise an iterable of results into ranked chunks; non-iterables count as one item.
-    With ``limit``, only the first ``limit`` items are read; the rest are counted (``omitted``)."""
+    With ``limit``, only the first ``limit`` items are read; the rest are counted (``omitted``).
+    ``digests``: the pipeline's text -> content digest memo (``digest_of``)."""
     if items is None:
         return Normalized([])
     if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
@@ -122,7 +138,7 @@ def normalize(items: Any, accessors: Accessors = NO_ACCESSORS, *, start_rank: in
     failed: list[str] = []
     for item in source:
         before = len(failed)
-        chunk = to_chunk(item, start_rank + len(chunks), accessors, failed)
+        chunk = to_chunk(item, start_rank + len(chunks), accessors, failed, digests=digests)
         if chunk is None:
             unreadable += 1
         else:
@@ -149,7 +165,9 @@ def _until_failure(items: Iterable[Any], failures: list[BaseException]) -> Itera
         yield item
 
 
-def to_chunk(item: Any, rank: int, accessors: Accessors = NO_ACCESSORS, failed: list[str] | None = None, *, hashed: bool = True) -> Chunk | None:
+def to_chunk(
+    item: Any, rank: int, accessors: Accessors = NO_ACCESSORS, failed: list[str] | None = None, *, hashed: bool = True, digests: dict[str, str] | None = None
+) -> Chunk | None:
     """One result -> a ``Chunk``, or ``None`` when it has neither an id nor text.
 
     A user callback that raises leaves only its own field unknown, and its role is appended to
@@ -158,7 +176,7 @@ def to_chunk(item: Any, rank: int, accessors: Accessors = NO_ACCESSORS, failed: 
     placed later still matches) or, with no text either, a positional stand-in
     (``STAND_IN`` + rank; the retrieve stage makes it unique per retrieval).
     ``hashed=False`` (tracing off, where nothing reads it) leaves ``content_hash`` out of a chunk
-    that has an id of its own.
+    that has an id of its own. ``digests``: the pipeline's memo of content digests (``digest_of``).
     """
     if isinstance(item, Chunk):
         return item
@@ -174,7 +192,7 @@ def to_chunk(item: Any, rank: int, accessors: Accessors = NO_ACCESSORS, failed: 
     if type(item) is dict and accessors is NO_ACCESSORS:
         raw_id, raw_content = item.get("id"), item.get("content")
         if type(raw_id) is str and raw_id and type(raw_content) is str:
-            return _plain_dict_chunk(item, raw_id, raw_content, rank, score, hashed)
+            return _plain_dict_chunk(item, raw_id, raw_content, rank, score, digest_of(raw_content, digests) if hashed else None)
     raw_id = _users(accessors.id_of, "id_of", item) if accessors.id_of else _field(item, _ID_KEYS)
     raw_content = _users(accessors.content_of, "content_of", item) if accessors.content_of else _content(item)
     if accessors.score_of:
@@ -195,7 +213,7 @@ def to_chunk(item: Any, rank: int, accessors: Accessors = NO_ACCESSORS, failed: 
         score = None if score is _FAILED else score
     text = _text(raw_content)
     chunk_id = _text(raw_id)
-    digest = content_hash(text) if text is not None and (hashed or not chunk_id) else None
+    digest = digest_of(text, digests) if text is not None and (hashed or not chunk_id) else None
     if not chunk_id:
         if digest is not None:
             chunk_id = digest
@@ -236,10 +254,9 @@ def _users(callback: Callable[[Any], Any], role: str, item: Any) -> Any:
         return _FAILED
 
 
-def _plain_dict_chunk(item: dict[str, Any], chunk_id: str, text: str, rank: int, score: Any, hashed: bool) -> Chunk:
+def _plain_dict_chunk(item: dict[str, Any], chunk_id: str, text: str, rank: int, score: Any, digest: str | None) -> Chunk:
     """The common shape, ``{"id": str, "content": str, ...}``, read without the generic checks
     (same result: these keys come first in the alias lists)."""
-    digest = content_hash(text) if hashed else None
     if len(item) == 2 or (len(item) == 3 and "score" in item):  # nothing but id, content (, score)
         if score is None:
             score = item.get("score")

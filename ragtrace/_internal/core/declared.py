@@ -40,6 +40,7 @@ _LINE_LEAD = " \t-*>"
 _WORD = re.compile(r"\S+")
 _AFTER_LABEL = re.compile(r"[ \t]{0,16}[:.)\-]?\s{0,16}([\"'“‘«„]?)")  # what separates a label from its text
 _CLOSING_QUOTES = {'"': '"', "'": "'", "“": "”", "‘": "’", "«": "»", "„": "“"}
+_XML_CLOSE = re.compile(r"\s*</(?:source|document|doc|chunk|passage|context)\s*>\s*$", re.I)
 _LEADING_LABEL = re.compile(r"\s*(?:\[([^\[\]\n]{1,64})\]|" + KEYWORD_LABEL + r"\s*[:.)-]|" + XML_LABEL + "|" + NUMBER_LABEL + "|" + LIST_LABEL + ")", re.I)
 
 
@@ -71,6 +72,8 @@ def split_label(text: str) -> tuple[str, str]:
     closing = _CLOSING_QUOTES.get(opening or "")
     if closing and rest.rstrip().endswith(closing):  # [1] “text”: the quotes are the label's, not the text's
         rest = rest.rstrip()[: -len(closing)]
+    if match.group(0).lstrip().startswith("<"):  # <source id="2">text</source>: the closing tag is the label's too
+        rest = _XML_CLOSE.sub("", rest)
     return label, rest
 
 

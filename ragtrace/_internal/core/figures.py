@@ -4,6 +4,14 @@ R = unique retrieved chunks (union over retrievals, keyed by id, best rank kept)
 chunks, K = validly cited chunks. A figure that can't be measured is left out and the reason is
 added to ``status``: a default 0 or 1 would look like a measurement. The CLI reuses this module on
 exported traces, so online and offline figures can't disagree.
+
+File granularity. Where an answer's citations name files, not chunks (``Answer.cited_files``:
+OpenAI's ``file_citation``), the files are counted too: F_R and F_C are the files of the chunks of
+R and C (each retrieved chunk's ``file_id``), F_K the cited files with a chunk in context (for an
+answer beside it whose citations name chunks: the files of its cited chunks). These figures stay
+exact when a cited file has several chunks in context, where the chunk-counting ones are not
+measurable (``citations_file_level``). A chunk whose file is not known leaves them out
+(``files_unknown``): no file-level figure rests on a guess.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from .vocabulary import (  # the status reasons live in vocabulary.py; imported 
     STATUS_CONTEXT_NOT_LOCATED,
     STATUS_EMPTY_CONTEXT,
     STATUS_EMPTY_RETRIEVAL,
+    STATUS_FILES_UNKNOWN,
     STATUS_INTERNAL_ERROR,
     STATUS_NO_ANSWER,
     STATUS_NO_CONTEXT,
@@ -31,16 +40,21 @@ from .vocabulary import (  # the status reasons live in vocabulary.py; imported 
     STATUS_SOURCE_UNREADABLE,
     STATUS_UNREADABLE_RETRIEVAL,
     METRIC_CITED,
+    METRIC_CITED_FILES,
     METRIC_CITED_POSITIONS,
     METRIC_CONTEXT_PRECISION,
     METRIC_CONTEXT_UTILIZATION,
     METRIC_DUPLICATE_CHUNKS,
+    METRIC_FILE_CONTEXT_UTILIZATION,
+    METRIC_FILE_RECALL_PROXY,
     METRIC_IN_CONTEXT,
+    METRIC_IN_CONTEXT_FILES,
     METRIC_INVALID_CITATIONS,
     METRIC_OUT_OF_CONTEXT_CITATIONS,
     METRIC_RECALL_PROXY,
     METRIC_RECALL_PROXY_WEIGHTED,
     METRIC_RETRIEVED,
+    METRIC_RETRIEVED_FILES,
     METRIC_UNKNOWN_CITATIONS,
     METRIC_WASTED_CONTEXT_TOKENS,
 )
@@ -61,6 +75,10 @@ class Retrieved(Protocol):
     @property
     def content_hash(self) -> str | None:
         """The duplicate key: chunks with equal keys and different ids are duplicates by content."""
+
+    @property
+    def file_id(self) -> str | None:
+        """The file the chunk belongs to, where the provider says (None: not known)."""
 
 
 class Placed(Protocol):
@@ -86,6 +104,8 @@ class Answer:
     invalid_citations: int = 0
     out_of_context_citations: int = 0  # of the invalid ones: naming a retrieved chunk not in context
     unmeasured: str | None = None  # a status reason: this answer's citations can't be scored
+    # the files the citations name, first-cited first, where they name files (None: they name chunks)
+    cited_files: Sequence[str] | None = None
 
 
 @dataclass(slots=True)
@@ -131,6 +151,8 @@ _NEED_ALL_OF_R = (
     METRIC_RECALL_PROXY_WEIGHTED,
     METRIC_OUT_OF_CONTEXT_CITATIONS,
     METRIC_UNKNOWN_CITATIONS,
+    METRIC_RETRIEVED_FILES,
+    METRIC_FILE_RECALL_PROXY,
 )
 
 
@@ -196,8 +218,12 @@ def _compute(
         return figures
     # one answer's citations unknown leaves every citation figure of the trace unknown
     unmeasured = [a.unmeasured for a in answers if a.unmeasured]
+    # file-level citations give the file-level figures, also where they leave the chunk-level ones open
+    file_level = any(a.cited_files is not None for a in scored) and all(u == STATUS_CITATIONS_FILE_LEVEL for u in unmeasured)
     if unmeasured:
         status.extend(dict.fromkeys(unmeasured))
+        if file_level:
+            _file_figures(figures, retrievals, placed, scored)
         return figures
     cited: dict[str, None] = {}
     for answer in scored:
@@ -220,7 +246,41 @@ def _compute(
             status.append(STATUS_EMPTY_CONTEXT)
         values[METRIC_WASTED_CONTEXT_TOKENS] = sum(p.tokens for c, p in placed.items() if c not in cited)
         values[METRIC_CITED_POSITIONS] = sorted([placed[c].position for c in cited if c in placed])
+    if file_level:
+        _file_figures(figures, retrievals, placed, scored)
     return figures
+
+
+def _file_figures(figures: Figures, retrievals: Sequence[Sequence[Retrieved]], placed: dict[str, Placed], answers: Sequence[Answer]) -> None:
+    """The file-level figures (module docstring), when every chunk's file they rest on is known."""
+    values = figures.values
+    file_of: dict[str, str | None] = {}
+    for retrieval in retrievals:
+        for chunk in retrieval:
+            file_of.setdefault(chunk.id, chunk.file_id)
+    retrieved = set(file_of.values())
+    if None in retrieved:
+        figures.status.append(STATUS_FILES_UNKNOWN)
+        return
+    if retrievals:
+        values[METRIC_RETRIEVED_FILES] = len(retrieved)
+    in_context: set[str | None] = {file_of.get(chunk_id) for chunk_id in placed}
+    cited: set[str | None] = set()
+    for answer in answers:
+        if answer.cited_files is not None:
+            cited.update(answer.cited_files)
+        else:  # citations that name chunks: the files of the in-context chunks they name
+            cited.update(file_of.get(c) for c in answer.cited_ids if c in placed)
+    if None in in_context or None in cited:
+        figures.status.append(STATUS_FILES_UNKNOWN)
+        return
+    cited &= in_context  # a cited file with no chunk in context is an invalid citation, not a cited file
+    values[METRIC_IN_CONTEXT_FILES] = len(in_context)
+    values[METRIC_CITED_FILES] = len(cited)
+    if retrieved:
+        values[METRIC_FILE_RECALL_PROXY] = len(cited & retrieved) / len(retrieved)
+    if in_context:
+        values[METRIC_FILE_CONTEXT_UTILIZATION] = len(cited) / len(in_context)
 
 
 def _weighted(cited: Iterable[str], best_rank: dict[str, int]) -> float:

@@ -18,7 +18,7 @@ in-context and context precision, which don't depend on citations, still are.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence, Set
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import figures
 from . import vocabulary
@@ -31,11 +31,13 @@ from .tokens import Tokenizer
 @dataclass(frozen=True, slots=True)
 class Source:
     """One block the model was given: the chunk id it is recorded under, its text (None when
-    ragtrace can't read it, a PDF), and the request message that holds it."""
+    ragtrace can't read it, a PDF), the request message that holds it, and the file it is a
+    chunk of, where the provider names one (OpenAI's ``file_id``)."""
 
     chunk_id: str
     text: str | None
     message_index: int | None = None
+    file_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +90,7 @@ def by_index(cited: Iterable[tuple[str, object]], sources: Mapping[str, Sequence
     return Provided(tuple(ids), tuple(invalid))
 
 
-def by_file(cited_files: Iterable[str], files_of: Sequence[tuple[str, str]] | None) -> Provided:
+def by_file(cited_files: Iterable[str], files_of: Sequence[tuple[str, str | None]] | None) -> Provided:
     """File-level citations: each cited file resolves to its results in the context, given as
     (chunk id, file id) pairs in context order; None when the results are not known (OpenAI
     without ``include=["file_search_call.results"]``): only the cited files are."""
@@ -114,6 +116,9 @@ def scored(provided: Provided, context: ContextRecord | None, retrieved: Set[str
     placements = context.placements if context is not None else None
     result = CitationResult(vocabulary.CITATION_FORMAT_PROVIDER, provided.cited_ids, provided.invalid, bool(provided.cited_ids or provided.invalid or provided.files))
     unmeasured = provided.unmeasured or (figures.STATUS_CITATIONS_FILE_LEVEL if provided.ambiguous else None)
+    # file-level citations name their files to the figures, which count files where chunks are open
+    files = provided.files if provided.granularity == vocabulary.CITATION_GRANULARITY_FILE else None
     if unmeasured is not None:
-        return Scored(figures.Answer(placements, provided.cited_ids, len(provided.invalid), 0, unmeasured), result)
-    return classify(result, context, retrieved)
+        return Scored(figures.Answer(placements, provided.cited_ids, len(provided.invalid), 0, unmeasured, files), result)
+    found = classify(result, context, retrieved)
+    return found if files is None else replace(found, answer=replace(found.answer, cited_files=files))

@@ -27,9 +27,18 @@ LIST_LABEL = _LINE_START + r"[ \t]{0,8}(\d{1,4})(?=[.)][ \t])"
 _GAP = r"(?:\s|\\[nrt]){0,16}"
 LABEL_FORMS = r"\[([^\[\]\n]{1,64})\]|" + KEYWORD_LABEL + "|" + XML_LABEL + "|" + NUMBER_LABEL + "|" + LIST_LABEL
 _LABEL_BEFORE = re.compile(r"(?:" + LABEL_FORMS + r")" + _GAP + r"[:.)-]?" + _GAP + r"(?:[\"'“‘«„]|\\\")?$", re.I)
-# A source label opening a line: what the prompt shows the model as sources, found or not.
-_LINE_LABEL = re.compile(
-    _LINE_START + r"[ \t\-*>]{0,16}(?:\[([^\[\]\n]{1,64})\]|" + KEYWORD_LABEL + "|" + XML_LABEL + r"|\((\d{1,4})\)|(\d{1,4})[.)](?=[ \t]))",
+# A source label opening a line: what the prompt shows the model as sources, found or not. A
+# keyword label there holds a number, or ends at a separator or the line's end ("Source 2 ...",
+# "Source kb:", "Document A"): a line of text opening with "Document management is ..." is none.
+_KEYWORD_ENDS = r"(?:(?<=\d)|(?=[ \t]*(?:[:.)\-#]|\r|\n|\\[rn]|$)))"
+LINE_LABEL = re.compile(
+    _LINE_START
+    + r"[ \t\-*>]{0,16}(?:\[([^\[\]\n]{1,64})\]|"
+    + KEYWORD_LABEL
+    + _KEYWORD_ENDS
+    + "|"
+    + XML_LABEL
+    + r"|\((\d{1,4})\)|(\d{1,4})[.)](?=[ \t]))",
     re.I,
 )
 NO_LABEL, LABEL, LABEL_OPENS_LINE = 0, 1, 2  # how sure a label is a source's, lowest first
@@ -69,12 +78,33 @@ def label_at(text: str, start: int) -> tuple[str, int]:
     return label, LABEL
 
 
-def shown_labels(prompt: Any) -> frozenset[str]:
+def label_style(text: str, start: int) -> tuple[tuple[Any, ...], int]:
+    """How the label right before ``start`` is written, and where it starts: its form (brackets,
+    a keyword, an XML tag, ``(n)``, a list number) and its kind (a number, a letter or two, an
+    id). A few-shot example under ``[A]`` or ``[doc-7]`` is written unlike sources under
+    ``[1]``, whatever the numbers. ``((), start)`` when there is no label."""
+    window_start = max(0, start - 80)
+    match = _LABEL_BEFORE.search(text[window_start:start])
+    if match is None:
+        return (), start
+    form = next((index for index, group in enumerate(match.groups(), start=1) if group), 0)
+    label = label_of(match)
+    kind = "n" if label.isdigit() else "a" if label.isalpha() and len(label) <= 3 else "id"
+    return (form, kind), window_start + match.start()
+
+
+def shown_labels(prompt: Any, start: tuple[int, int] | None = None) -> frozenset[str]:
     """The source labels ``prompt`` shows at line starts (folded: case and whitespace), found or
-    not: a cited key among them names something the model saw (``answer.unresolvable``)."""
+    not: a cited key among them names something the model saw (``answer.unresolvable``).
+    ``start`` (text number among ``prompt_texts``, offset): only this turn's sources, which start
+    there (``locate``); labels of an earlier turn or of an example before them name nothing the
+    answer may cite."""
     labels: set[str] = set()
-    for _, _, text in prompt_texts(prompt):
-        for match in _LINE_LABEL.finditer(text):
+    for number, (_, _, text) in enumerate(prompt_texts(prompt)):
+        if start is not None and number < start[0]:
+            continue
+        offset = start[1] if start is not None and number == start[0] else 0
+        for match in LINE_LABEL.finditer(text, offset):
             label = label_of(match)
             if label:
                 labels.add(fold_label(label))

@@ -66,12 +66,13 @@ def trace_hex(trace_id: int) -> str:
 
 # --- figures -------------------------------------------------------------------------------
 _FIGURE_STAGES = frozenset({names.STAGE_PIPELINE, names.STAGE_GENERATE})  # the root and the answer carry rag.metrics.*
-_FIGURE_KEYS = tuple((m, names.metric_attribute(m)) for m in names.ALL_METRICS)
+_FIGURE_KEYS = tuple((m, names.metric_attribute(m)) for m in names.EMITTED_METRICS)
 
 
 def figure_annotations(span_id: str, attributes: Mapping[str, Any], trace_id: str | None = None) -> list[Annotation]:
     """One annotation per figure of ``names.ALL_METRICS`` on a span that carries ``rag.metrics.*``;
-    a figure that was not measured is marked so, with the span's recorded reasons. On the pipeline
+    a figure that was not measured is marked so, with the span's recorded reasons. The file-level
+    figures, which apply only where citations name files, are annotated where measured. On the pipeline
     root the measured proxies (in [0, 1]) also become trace annotations of ``trace_id``: Phoenix
     charts trace annotation scores over time, and its trace table filters on them."""
     if attributes.get(names.RAG_STAGE) not in _FIGURE_STAGES:  # cheap: most spans carry no figures
@@ -91,8 +92,9 @@ def figure_annotations(span_id: str, attributes: Mapping[str, Any], trace_id: st
         else:
             result = {"label": NOT_MEASURABLE, "explanation": f"not measurable: {status}" if status else NOT_MEASURABLE}
         out.append(Annotation(span_id, names.EVALUATION_NAME_PREFIX + metric, result, metadata))
+    out += [Annotation(span_id, names.EVALUATION_NAME_PREFIX + m, _figure_result(m, present[m], how), metadata) for m in names.FILE_METRICS if m in present]
     if trace_id is not None and attributes.get(names.RAG_STAGE) == names.STAGE_PIPELINE:
-        out += [replace(a, target=trace_id, kind=TRACE) for a in out if a.name[len(names.EVALUATION_NAME_PREFIX) :] in names.PROXY_METRICS and "score" in a.result]
+        out += [replace(a, target=trace_id, kind=TRACE) for a in out if a.name[len(names.EVALUATION_NAME_PREFIX) :] in names.EMITTED_PROXY_METRICS and "score" in a.result]
     return out
 
 
@@ -108,7 +110,7 @@ def _figure_result(metric: str, value: Any, how: str) -> dict[str, Any]:
 
 
 def _figure_label(metric: str, value: Any) -> str | None:
-    if metric in names.PROXY_METRICS:
+    if metric in names.EMITTED_PROXY_METRICS:
         return proxy_label(float(value))  # as on the evaluation events
     if metric == names.METRIC_CITED:
         return NO_CITATIONS if value == 0 else "cited"

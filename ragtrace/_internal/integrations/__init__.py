@@ -125,6 +125,13 @@ LIBRARIES: dict[str, Library] = {
             ("flashrank >= 0.2, < 1",),
             "flashrank",
         ),
+        Library(
+            "haystack",
+            "ragtrace._internal.integrations.haystack",
+            "HaystackInstrumentor",
+            ("haystack-ai >= 2.24, < 4",),
+            "haystack",
+        ),
     )
 }
 

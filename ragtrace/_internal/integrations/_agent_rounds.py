@@ -26,6 +26,7 @@ from opentelemetry.trace import SpanKind
 
 from .. import names
 from ..stages.assemble_stage import Assemble
+from ..core.chunks import to_chunk
 from ..core.declared import leading_label
 from ..core.guard import guard
 from ..core.messages import as_messages
@@ -166,23 +167,62 @@ def answer_context(rounds: Sequence[Round], prompt: Any, start_time: int | None,
     open_(stage)
     try:
         with guard("agent assembly"):
+            whole = _whole(prompt)
+            shown = [r for r in rounds if _shown(r, whole)]
+            key = _chunk_id(stage)
+            placed = {key(d) for r in shown for d in r.documents} - {None}
+            # a document of a round the prompt does not show, which a shown round returned too, is
+            # that round's: declaring it again would list a chunk shown once as placed and dropped
+            kept = {id(r): [d for d in r.documents if r in shown or key(d) not in placed] for r in rounds}
             if all(r.pieces is not None for r in rounds):
-                ambiguous = _ambiguous_labels(rounds)
-                for found in sorted(rounds, key=_position(prompt)):
+                ambiguous = _ambiguous_labels(shown)
+                for found in sorted(rounds, key=_position(whole)):
                     for document, piece in zip(found.documents, found.pieces or ()):
-                        stage.place(document, piece, label="" if leading_label(piece) in ambiguous else None)
+                        if any(document is d for d in kept[id(found)]):
+                            stage.place(document, piece, label="" if leading_label(piece) in ambiguous else None)
                 stage.set_prompt(prompt)
             else:
-                stage.observe([d for r in rounds for d in r.documents], prompt)
+                stage.observe([d for r in rounds for d in kept[id(r)]], prompt)
     finally:
         stage.close()
     return stage
 
 
+def _whole(prompt: Any) -> str:
+    """The prompt's texts as one string (NUL between messages), for finding a round's text in it."""
+    messages = as_messages(prompt)
+    return "\x00".join(m["content"] for m in messages) if messages is not None else prompt if isinstance(prompt, str) else ""
+
+
+def _shown(found: Round, whole: str) -> bool:
+    """Whether the answer's prompt shows the round: its tool message's text, else every piece of
+    it. A round whose text is unknown (a retrieval outside any tool) counts as shown: the search
+    of the prompt decides for its documents."""
+    if found.content is None and found.pieces is None:
+        return True
+    if found.content is not None and found.content.strip() and found.content.strip() in whole:
+        return True
+    return bool(found.pieces) and all(piece in whole for piece in found.pieces or ())
+
+
+def _chunk_id(stage: Assemble) -> Callable[[Any], str | None]:
+    """A document's chunk id as ``stage`` will record it (its accessors, the id it was retrieved under)."""
+
+    def key(document: Any) -> str | None:
+        chunk = to_chunk(document, 0, stage.builder.accessors)
+        if chunk is None:
+            return None
+        return (stage.state.canonical(chunk) if stage.state is not None else chunk).id
+
+    return key
+
+
 def _ambiguous_labels(rounds: Sequence[Round]) -> set[str]:
-    """Labels that two rounds give to different documents (each tool message numbers its own
-    ``[1]``, ``[2]``): which one a citation of them means is unknown, so those documents are placed
-    unlabelled and such a citation is unresolved (``citations_unresolved``), never guessed."""
+    """Labels that two rounds the answer's prompt shows give to different documents (each tool
+    message numbers its own ``[1]``, ``[2]``): which one a citation of them means is unknown, so
+    those documents are placed unlabelled and such a citation is unresolved
+    (``citations_unresolved``), never guessed. A round the prompt does not show (a graph that
+    answers from the last tool message) shares no label with the one it does."""
     texts: dict[str, set[str]] = {}
     for found in rounds:
         for piece in found.pieces or ():
@@ -192,9 +232,7 @@ def _ambiguous_labels(rounds: Sequence[Round]) -> set[str]:
     return {label for label, pieces in texts.items() if len(pieces) > 1}
 
 
-def _position(prompt: Any) -> Callable[[Round], int]:
-    messages = as_messages(prompt)
-    whole = "\x00".join(m["content"] for m in messages) if messages is not None else prompt if isinstance(prompt, str) else ""
+def _position(whole: str) -> Callable[[Round], int]:
     beyond = len(whole) + 1
 
     def position(found: Round) -> int:

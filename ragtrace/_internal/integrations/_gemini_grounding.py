@@ -30,6 +30,7 @@ gets no position: a position ragtrace can't vouch for is not given.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +41,20 @@ from ..core.provided import Provided, Source, by_index
 
 KIND = "grounding_chunk_index"  # how an invalid citation is reported: grounding_chunk_index=<n>
 _RAG_TOOLS = ("file_search", "retrieval")
+
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def api_json(value: Any) -> Any:
+    """The REST API's JSON (camelCase keys: ``groundingChunks``, ``retrievedContext``), as
+    LiteLLM passes it on, with the SDK's snake_case keys, so this reader reads it as it reads the
+    SDK's objects. Values are left as they are."""
+    if isinstance(value, Mapping):
+        return {_CAMEL.sub("_", key).lower() if isinstance(key, str) else key: api_json(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [api_json(item) for item in value]
+    return value
 
 
 # --- the request -------------------------------------------------------------------------------

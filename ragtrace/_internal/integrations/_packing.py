@@ -14,6 +14,8 @@ from typing import Any
 from .. import names
 from ..core.assembly import ContextRecord
 from ..core.declared import split_label
+from ..core.pieces import holding
+from ..core.prompt_views import collapse
 
 SEPARATORS = ("\n\n", "\n")  # CompactAndRefine, Refine, TreeSummarize repack with "\n\n"; SimpleSummarize joins with "\n"
 
@@ -55,16 +57,13 @@ def derived_sources(texts: list[str | None], retrieved: list[tuple[Any, str | No
     re-splits each node into granular ``"Source n:\\n..."`` nodes under new ids): (the id of the
     retrieved chunk each one's text was cut from, the label it opens with, its text after the
     label), or None for a node that is no piece of any retrieved chunk. ``retrieved`` is (id, text)
-    in rank order; the first retrieved chunk
-    (best rank) that holds the text whitespace-insensitively wins; ids are never invented."""
+    in rank order; the first retrieved chunk (best rank) that holds the text wins, by the shared
+    piece mapping the searches use (``pieces.holding``); ids are never invented."""
+    known = [(str(chunk_id), collapse(text)) for chunk_id, text in retrieved if chunk_id is not None and text]
+    contents = [content for _, content in known]
     sources: list[tuple[str, str, str] | None] = []
-    collapsed = [(str(chunk_id), " ".join(text.split())) for chunk_id, text in retrieved if chunk_id is not None and text]
     for text in texts:
-        if not text:
-            sources.append(None)
-            continue
-        label, body = split_label(text)
-        needle = " ".join(body.split())
-        found = next((chunk_id for chunk_id, content in collapsed if needle and needle in content), None)
-        sources.append(None if found is None else (found, label, body.strip()))
+        label, body = split_label(text) if text else ("", "")
+        index = holding(body, contents) if body else None
+        sources.append(None if index is None else (known[index][0], label, body.strip()))
     return sources

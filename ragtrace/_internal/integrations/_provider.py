@@ -74,9 +74,11 @@ def record_retrieval(
     stage.auto_root = root
     stage.open()
     if status is None:
-        stage.record(
-            [{"id": s.chunk_id, "content": s.text, "score": scores[i] if scores else None} for i, s in enumerate(sources)]
-        )
+        results = [{"id": s.chunk_id, "content": s.text, "score": scores[i] if scores else None} for i, s in enumerate(sources)]
+        if any(s.file_id is not None for s in sources):  # chunks of named files: the file-level figures
+            stage.record_files(results, [s.file_id for s in sources])
+        else:
+            stage.record(results)
         if not stage.inert and any(holds_digest(s.chunk_id) for s in sources):  # ids with a keyed digest in them were exported
             warn_if_random("provider chunk ids (file_id#digest, source#digest, a document's digest) differ between processes")
     elif stage.attrs is not None:

@@ -104,7 +104,7 @@ def _returned(stage: Generate, kwargs: Mapping[str, Any], result: Any) -> Any:
     if proxy is not None:
         return proxy
     if getattr(stage, "rag_tool", None) is not None:
-        _record_grounding(stage, grounding.grounding(result), grounding.part_texts(result))
+        record_grounding(stage, stage.rag_tool, stage.query, grounding.grounding(result), grounding.part_texts(result))  # type: ignore[attr-defined]
     stage.record(result)
     stage.close()
     return result
@@ -113,22 +113,23 @@ def _returned(stage: Generate, kwargs: Mapping[str, Any], result: Any) -> Any:
 def _streamed(stage: Generate, chunks: list[Any] | None, error: BaseException | None) -> None:
     with guard("google-genai stream"):
         if getattr(stage, "rag_tool", None) is not None and chunks is not None:
-            _record_grounding(stage, grounding.stream_metadata(chunks), grounding.stream_parts(chunks))
+            record_grounding(stage, stage.rag_tool, stage.query, grounding.stream_metadata(chunks), grounding.stream_parts(chunks))  # type: ignore[attr-defined]
         stage.stream_done(chunks or ())
         stage.close(error)
 
 
-def _record_grounding(stage: Generate, metadata: Any, parts: Sequence[str | None]) -> None:
-    """The call's retrieve and assemble spans and its citations, before its generate span ends.
-    No grounding metadata: the model did not search (or the app stopped reading before it came),
-    so no retrieval is recorded, and the figures say so (``no_retrieval``)."""
+def record_grounding(stage: Generate, tool: Any, query: str | None, metadata: Any, parts: Sequence[str | None]) -> None:
+    """The call's retrieve and assemble spans and its citations, before its generate span ends
+    (``tool``: the request's retrieval tool; ``metadata`` and ``parts`` in the SDK's snake_case,
+    as the LiteLLM integration also gives them). No grounding metadata: the model did not search
+    (or the app stopped reading before it came), so no retrieval is recorded, and the figures say
+    so (``no_retrieval``)."""
     if metadata is None:
         return
     found = grounding.read_grounding(metadata)
     if not found.sources:  # grounded on the web only: none of the app's sources
         return
-    tool = stage.rag_tool  # type: ignore[attr-defined]
-    query = "\n".join(found.queries) or stage.query  # type: ignore[attr-defined]
+    query = "\n".join(found.queries) or query
     store = grounding.data_source(tool) or found.store
     _provider.record_retrieval(found.sources, None, query=query, data_source=store, provider=stage._provider, root=stage.auto_root)
     _provider.record_context(found.sources, stage._provider, stage.auto_root)

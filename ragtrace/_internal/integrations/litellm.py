@@ -7,7 +7,9 @@
   first chunk LiteLLM measured. A plain completion that gives Claude ``document`` blocks is a RAG
   call as in the Anthropic integration (``_provider``): retrieve and assemble spans of the blocks
   (``provider``), and the citations LiteLLM passes on in ``provider_specific_fields`` resolved
-  exactly;
+  exactly. A plain Gemini completion (``gemini/``, ``vertex_ai/``) whose request carries a File
+  Search or retrieval tool (in ``extra_body``) is a RAG call as in the google-genai integration:
+  its grounding metadata is read by that integration's reader and recorder (``_litellm_gemini``);
 - ``vector_stores.search`` / ``asearch`` is a retrieve span (``file_id#digest`` chunk ids, as the
   OpenAI SDK's search gets): outside any ``rag_pipeline`` it opens the automatic root that the
   answer's completion joins (``auto_root``, named ``litellm``), where the chunks are located in
@@ -45,10 +47,11 @@ from ..core.keyed import warn_if_random
 from ..core.outputs import get
 from ..stages.retrieval import Rerank, Retrieve
 from ..stages.stage import Stage
-from . import _litellm_calls, _provider
+from . import _litellm_calls, _litellm_gemini, _provider
 from ._anthropic_blocks import message_refs, read_request
 from ._common import generated, generating, generating_stage, inside_generation
 from .base import RagtraceInstrumentor
+from .google_genai import record_grounding
 from .openai_vector_stores import search_result_chunk
 
 _LABEL = "litellm instrumentation"
@@ -261,10 +264,14 @@ def _provider_name(kwargs: Mapping[str, Any]) -> str | None:
 # --- the stages -------------------------------------------------------------------------------------
 def _generation(model: Any, messages: Any, kwargs: Mapping[str, Any], provider: trace.TracerProvider | None) -> Generate:
     options = kwargs.get("optional_params") or {}
-    request = read_request(messages) if _provider_name(kwargs) == "anthropic" and not kwargs.get("stream") else None
+    plain = not kwargs.get("stream")
+    request = read_request(messages) if _provider_name(kwargs) == "anthropic" and plain else None
+    searched = _litellm_gemini.request(kwargs) if _provider_name(kwargs) in _litellm_gemini.PROVIDERS and plain else None
     root = None
     if request is not None and request.sources:  # Claude is given document blocks: a RAG call, as in the SDK's integration
         root = _provider.root_for(ROOT_NAME, request.query, provider)  # here, in the caller's context
+    elif searched is not None:  # Gemini searches the app's store inside the call (File Search, RAG Engine)
+        root = _provider.root_for(ROOT_NAME, searched[1], provider)
     stage = Generate(
         model if isinstance(model, str) else None,
         _provider_name(kwargs),
@@ -274,6 +281,7 @@ def _generation(model: Any, messages: Any, kwargs: Mapping[str, Any], provider: 
         tracer_provider=provider,
     )
     stage.provider_request = request if request is not None and request.sources else None  # type: ignore[attr-defined]
+    stage.gemini_search = searched  # type: ignore[attr-defined]
     stage.auto_root = root
     return stage
 
@@ -290,6 +298,10 @@ def _record_generation(stage: Generate, logged: _Logged | None, error: BaseExcep
     if logged is not None and logged.response is not None:
         if request is not None:
             stage.provided = _provider.provided_by_index(request, message_refs(_cited_blocks(logged.response)))
+        searched = getattr(stage, "gemini_search", None)
+        found = _litellm_gemini.response_grounding(logged.response, logged.kwargs) if searched is not None else None
+        if found is not None:  # the chunks Gemini's search gave the model: retrieve and assemble spans, citations
+            record_grounding(stage, *searched, *found)
         if logged.kwargs.get("stream"):
             stage.stream_done(())  # the logged response is the whole stream, assembled by LiteLLM
             first = _ns(logged.kwargs.get("completion_start_time"))

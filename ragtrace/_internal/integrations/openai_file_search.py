@@ -34,7 +34,7 @@ from ..core.keyed import content_digest
 from ..core.outputs import get
 from ..core.provided import Source, by_file
 from . import _provider
-from .openai_vector_stores import ROOT_NAME
+from .openai_vector_stores import ROOT_NAME, file_id_of
 
 
 def tool(kwargs: Mapping[str, Any]) -> Any:
@@ -58,7 +58,7 @@ def record(stage: Generate, kwargs: Mapping[str, Any], outputs: Iterable[Any]) -
     stores = get(found, "vector_store_ids")
     store = stores[0] if isinstance(stores, (list, tuple)) and len(stores) == 1 and isinstance(stores[0], str) else None
     sources: list[Source] = []
-    owners: list[tuple[str, str]] | None = []
+    owners: list[tuple[str, str | None]] | None = []
     for call in items:
         queries = [q for q in get(call, "queries") or () if isinstance(q, str)]
         results = get(call, "results")
@@ -79,11 +79,11 @@ def record(stage: Generate, kwargs: Mapping[str, Any], outputs: Iterable[Any]) -
     stage.provided = by_file(annotations, owners)
 
 
-def _source(result: Any) -> tuple[Source, str]:
+def _source(result: Any) -> tuple[Source, str | None]:
     text = get(result, "text")
     text = text if isinstance(text, str) else ""
-    file_id = str(get(result, "file_id"))
-    return Source(f"{file_id}#{content_digest(text)}", text), file_id
+    file_id = file_id_of(result)
+    return Source(f"{file_id}#{content_digest(text)}", text, file_id=file_id), file_id
 
 
 def _read(outputs: Iterable[Any]) -> tuple[list[Any], list[str]]:

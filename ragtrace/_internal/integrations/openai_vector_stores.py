@@ -85,7 +85,7 @@ def _record(stage: Retrieve, kwargs: Mapping[str, Any], page: Any) -> Any:
     stage.detach()
     data = getattr(page, "data", None)
     if isinstance(data, list):
-        stage.record([search_result_chunk(result) for result in data])
+        stage.record_files([search_result_chunk(result) for result in data], [file_id_of(result) for result in data])
         if data and not stage.inert:  # the ids were exported
             warn_if_random("OpenAI vector-store chunk ids (file_id#digest) differ between processes")
     else:  # with_raw_response / with_streaming_response: an HTTP response, not read here
@@ -100,6 +100,13 @@ def search_result_chunk(result: Any) -> dict[str, Any]:
     parts = get(result, "content") or ()
     text = "\n".join(get(part, "text") for part in parts if get(part, "type") == "text" and isinstance(get(part, "text"), str))
     return {"id": f"{get(result, 'file_id')}#{content_digest(text)}", "content": text, "score": get(result, "score")}
+
+
+def file_id_of(result: Any) -> str | None:
+    """The file a search or ``file_search`` result is a chunk of (an id, never a filename); None
+    when it names none (its file is then not known, and the file-level figures say so)."""
+    found = get(result, "file_id")
+    return found if isinstance(found, str) and found else None
 
 
 def _async_search(provider: trace.TracerProvider | None) -> Any:

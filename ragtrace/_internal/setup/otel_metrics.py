@@ -55,6 +55,7 @@ class Instruments:
     context_tokens: metrics.Histogram
     recall_proxy: metrics.Histogram
     context_precision: metrics.Histogram
+    file_recall_proxy: metrics.Histogram
     empty_retrievals: metrics.Counter
     dropped_annotations: metrics.Counter
     time_to_first_chunk: metrics.Histogram
@@ -108,6 +109,7 @@ def instruments_for(provider: metrics.MeterProvider) -> Instruments | None:
             context_tokens=histogram(names.METRIC_CONTEXT_TOKENS, TOKEN_BUCKETS),
             recall_proxy=histogram(names.METRIC_RECALL_PROXY_HISTOGRAM, RATIO_BUCKETS),
             context_precision=histogram(names.METRIC_CONTEXT_PRECISION_HISTOGRAM, RATIO_BUCKETS),
+            file_recall_proxy=histogram(names.METRIC_FILE_RECALL_PROXY_HISTOGRAM, RATIO_BUCKETS),
             empty_retrievals=counter(names.METRIC_EMPTY_RETRIEVALS),
             dropped_annotations=counter(names.METRIC_PHOENIX_DROPPED_ANNOTATIONS),
             time_to_first_chunk=histogram(names.METRIC_TIME_TO_FIRST_CHUNK, DURATION_BUCKETS),

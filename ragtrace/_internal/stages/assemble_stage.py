@@ -143,7 +143,7 @@ class Assemble(Stage):
         """``item`` as a chunk under the id it was retrieved under; None (counted) if unplaceable.
         ``rendered``: ragtrace renders its text (``add``), so a content_of that raised rules it out."""
         failed: list[str] = []
-        chunk = placeable(to_chunk(item, 0, self.builder.accessors, failed, hashed=not self.inert), failed, rendered=rendered)
+        chunk = placeable(to_chunk(item, 0, self.builder.accessors, failed, hashed=not self.inert, digests=self.digests), failed, rendered=rendered)
         if chunk is None:
             self.builder.unreadable += 1
             return None
@@ -174,8 +174,10 @@ class Assemble(Stage):
             self._located = locate(inputs, prompt, self.builder.tokenizer)
 
     def given(self, record: ContextRecord) -> None:
-        """Inclusion facts reported by the model API itself (``provided.context_record``): they
-        stand as the record, like located ones, but are exact."""
+        """Inclusion facts known exactly from outside the builder: reported by the model API
+        itself (``provided.context_record``), or recorded by an integration that rendered the
+        framework's template again (Haystack's builders). They stand as the record, like located
+        ones, but are exact."""
         self._located = record
 
     def snapshot(self) -> ContextRecord:

@@ -112,7 +112,7 @@ class RagPipeline(Stage):
     def find_state(self) -> state_module.PipelineState:
         if self.config.full_content_sample:
             self._decide_content()
-        state = state_module.PipelineState(self.config)
+        state = state_module.PipelineState(self.config, digests={})
         version = self.attributes.get("version")
         state.labels = {names.GEN_AI_WORKFLOW_NAME: self.name}
         if isinstance(version, (str, int)):
@@ -156,6 +156,8 @@ class RagPipeline(Stage):
             found.recall_proxy.record(figures[names.METRIC_RECALL_PROXY], labels)
         if names.METRIC_CONTEXT_PRECISION in figures:
             found.context_precision.record(figures[names.METRIC_CONTEXT_PRECISION], labels)
+        if names.METRIC_FILE_RECALL_PROXY in figures:  # citations that name files (file_search)
+            found.file_recall_proxy.record(figures[names.METRIC_FILE_RECALL_PROXY], labels)
         # no state means ragtrace failed to set the run up: nothing was measured, and that is ours
         status = otel_metrics.status_label(self.status if self.state is not None else names.STATUS_INTERNAL_ERROR)
         found.pipeline_runs.add(1, {**labels, names.RAG_METRICS_STATUS: status})
@@ -211,6 +213,7 @@ class RagPipeline(Stage):
         state = self.state
         if state is None:
             return
+        state.digests = None  # the texts it holds are read no more
         if state.delegated:  # another process's pipeline_segment carries the figures: counted once
             self.status = state_module.STATUS_DELEGATED
             if self.attrs is not None:

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opentelemetry.trace import SpanKind
 
 from .. import names
 from ..setup import otel_metrics
-from ..core.chunks import Accessors, Chunk, NO_ACCESSORS, Normalized, normalize, warn_if_digest_ids
+from ..core.chunks import Accessors, Chunk, NO_ACCESSORS, Normalized, normalize, to_chunk, warn_if_digest_ids
 from ..core.guard import guard, warn_once
 from ..core.keyed import warn_if_random
 from .passthrough import Kept
-from .spans import finite_or_nan, trim_text
+from .spans import finite_or_nan, id_score_json, trim_text
 from .stage import Stage, int_or_none
 
 
@@ -104,7 +104,7 @@ class _Results(Stage):
     def read(self, results: Any) -> Normalized:
         """The first ``max_retrieved`` results as chunks, and how many more there were: those a
         stream passed on without keeping (``Kept``) and those beyond the cap in a list."""
-        normalized = normalize(results, self.accessors, limit=self.config.max_retrieved)
+        normalized = normalize(results, self.accessors, limit=self.config.max_retrieved, digests=self.digests)
         if isinstance(results, Kept):
             normalized.omitted += results.omitted
         if normalized.omitted:
@@ -190,6 +190,26 @@ class Retrieve(_Results):
             self.recorded = True
             self._attributes(chunks, normalized.unreadable, normalized.omitted)
 
+    def record_files(self, results: Sequence[Mapping[str, Any]], files: Sequence[str | None]) -> None:
+        """``record`` for a provider's results whose files it names (``files``, aligned; None where
+        one is not named): each chunk keeps its file, and the span lists them
+        (``rag.retrieval.file_ids``) for the file-level figures."""
+        if self.inert:  # telemetry off: the results are held as they came, read only if asked (``record``)
+            self.record(results)
+            return
+        with guard("document normalisation"):
+            read: list[Any] = []
+            for rank, (item, file_id) in enumerate(zip(results, files), 1):
+                chunk = to_chunk(item, rank)  # a new chunk (the results are mappings): its file is set in place
+                if chunk is not None:
+                    chunk.file_id = file_id
+                read.append(item if chunk is None else chunk)
+            results = read
+        self.record(results)
+        attrs = self.attrs
+        if attrs is not None and attrs.recording and self.chunks:
+            attrs.set(names.RAG_RETRIEVAL_FILE_IDS, [chunk.file_id or "" for chunk in self.chunks])
+
     def _attributes(self, chunks: list[Chunk], unreadable: int, omitted: int) -> None:
         attrs = self.attrs
         if attrs is None or not attrs.recording:
@@ -199,7 +219,9 @@ class Retrieve(_Results):
         ranks = [c.rank for c in chunks]
         # the documents' ids and scores, once: gen_ai.retrieval.documents (every mode), from which
         # Phoenix also fills OpenInference's retrieval.documents.{i}.document.id/score
-        whole = attrs.json_list(names.GEN_AI_RETRIEVAL_DOCUMENTS, [{"id": c.id, "score": c.score} for c in chunks])
+        pairs = [(c.id, c.score) for c in chunks]
+        documents = [{"id": i, "score": s} for i, s in pairs]
+        whole = attrs.json_list(names.GEN_AI_RETRIEVAL_DOCUMENTS, documents, id_score_json(pairs))
         attrs.set_many(
             {
                 names.RAG_RETRIEVAL_CHUNK_IDS: ids,
@@ -228,7 +250,7 @@ class Retrieve(_Results):
 
 
 def _with_id(chunk: Chunk, chunk_id: str) -> Chunk:
-    return Chunk(chunk_id, chunk.rank, chunk.score, chunk.content, chunk.metadata, chunk.tokens, chunk.content_hash)
+    return Chunk(chunk_id, chunk.rank, chunk.score, chunk.content, chunk.metadata, chunk.tokens, chunk.content_hash, chunk.file_id)
 
 
 def _oi_documents(
@@ -309,7 +331,7 @@ class Rerank(_Results):
             state = self.state
             inputs_omitted = 0
             if candidates is not None:
-                given = normalize(candidates, self.accessors, limit=self.config.max_retrieved)
+                given = normalize(candidates, self.accessors, limit=self.config.max_retrieved, digests=self.digests)
                 inputs, inputs_omitted = given.chunks, given.omitted
             elif state is not None and state.retrievals:
                 inputs = state.retrievals[-1]
@@ -317,7 +339,8 @@ class Rerank(_Results):
                 inputs = []
             if state is not None:
                 kept.chunks[:] = [state.canonical(c) for c in kept.chunks]
-                inputs = [state.canonical(c) for c in inputs]
+                if candidates is not None:  # the last retrieval's chunks are canonical already (add_retrieval)
+                    inputs = [state.canonical(c) for c in inputs]
                 kept_ids = {c.id for c in kept.chunks}
                 state.reranked = True
                 if not kept.omitted:  # else a candidate missing from the kept outputs may be among the omitted ones

@@ -47,6 +47,21 @@ def compact_json(value: Any) -> str:
     return _ENCODER.encode(value)
 
 
+_JSON_STRING = json.encoder.encode_basestring  # the encoder's own string escaping (ensure_ascii=False)
+
+
+def id_score_json(pairs: Sequence[tuple[Any, Any]]) -> str:
+    """``[{"id": id, "score": score}, ...]`` exactly as ``compact_json`` writes it, built directly:
+    the encoder calls back into Python for every float, and every retrieval writes this list.
+    Anything but str ids and finite float (or None) scores goes through ``compact_json``."""
+    parts = []
+    for chunk_id, score in pairs:
+        if type(chunk_id) is not str or not (score is None or (type(score) is float and math.isfinite(score))):
+            return compact_json([{"id": i, "score": s} for i, s in pairs])
+        parts.append('{"id":%s,"score":%s}' % (_JSON_STRING(chunk_id), "null" if score is None else float.__repr__(score)))
+    return "[" + ",".join(parts) + "]"
+
+
 def json_list_within(items: Sequence[Any], limit: int | None) -> str | None:
     """A JSON array of as many leading ``items`` as fit in ``limit`` characters (None: all)."""
     text = compact_json(list(items))
@@ -147,6 +162,11 @@ class Attributes:
         if self.recording and value is not None:
             self._essential[key] = value
 
+    def essential_many(self, values: Mapping[str, Any]) -> None:
+        """``essential`` for each key of ``values`` (None values left out), in one call."""
+        if self.recording:
+            self._essential.update({k: v for k, v in values.items() if v is not None})
+
     def content(self, key: str, text: str | None, max_chars: int) -> bool:
         """A content-bearing attribute: passes the content policy, then is trimmed. True if set."""
         if not self.recording or text is None:
@@ -157,13 +177,14 @@ class Attributes:
         self._pending[key] = trim_text(allowed, max_chars)
         return True
 
-    def json_list(self, key: str, items: Sequence[Any]) -> bool:
+    def json_list(self, key: str, items: Sequence[Any], text: str | None = None) -> bool:
         """``items`` as a JSON array within the span's value-length limit (the longest prefix that
-        fits); True when all of them went out."""
+        fits); True when all of them went out. ``text``: that array's JSON, when the caller built it."""
         if not self.recording:
             return False
         limit = value_length_limit(self.span)
-        text = compact_json(list(items))
+        if text is None:
+            text = compact_json(list(items))
         whole = limit is None or len(text) <= limit
         value = text if whole else json_list_within(items, limit)
         if value is not None:

@@ -22,7 +22,7 @@ from .. import names
 from ..setup import otel_metrics
 from . import state as state_module
 from ..setup.config import Config
-from ..core.guard import guard, set_content_check, warn_once
+from ..core.guard import guard, report, set_content_check, warn_once
 from ..core.keyed import query_digest
 from ..core.outputs import as_text
 from .spans import Attributes, all_passed, json_messages_within, record_error, trim_text, value_length_limit
@@ -87,15 +87,19 @@ class Stage:
         return {}
 
     def open(self) -> None:
+        provider = self._provider
         if (
-            not config_module.PROVIDERS_GIVEN and self._provider is None and trace._TRACER_PROVIDER is None and _metrics_api._METER_PROVIDER is None
-        ) or not config_module.telemetry_on(self._provider or self.config.tracer_provider):
+            not config_module.PROVIDERS_GIVEN and provider is None and trace._TRACER_PROVIDER is None and _metrics_api._METER_PROVIDER is None
+        ) or not config_module.telemetry_on(provider or self.config.tracer_provider):
             self.inert = True  # nothing could see a span, a figure or a metric: skip all of it
             return
         self._started = time.perf_counter()
         if self.start_time is not None:
             self._started -= max(0, time.time_ns() - self.start_time) / 1e9
-        with guard("span start"):
+        # one flat path (no guard objects): an internal error skips the rest of the opening, as
+        # ``guard("span start")`` did, and the stage goes on without a span
+        try:
+            config = self.config
             # the automatic root (``auto_root``) this stage goes into: one preset by the root, else
             # the open root of this context when no pipeline is active; ``admit`` may refuse it
             root = self.auto_root
@@ -103,18 +107,23 @@ class Stage:
                 root = state_module.auto_root()
             if root is not None:
                 root = self.auto_root = root.admit(self)
-            start = {names.RAG_STAGE: self.stage, names.GEN_AI_OPERATION_NAME: self.operation}
-            start.update(self.start_attributes())
-            if self.config.openinference:
-                start[names.OI_SPAN_KIND] = self.oi_kind
-            start = {k: v for k, v in start.items() if v is not None}
-            tracer = config_module.tracer(self._provider or self.config.tracer_provider)
+            # the essentials first, then the stage's own: one mapping for the SDK, no None in it
+            operation = self.operation
+            start = {names.RAG_STAGE: self.stage} if operation is None else {names.RAG_STAGE: self.stage, names.GEN_AI_OPERATION_NAME: operation}
+            essentials = start.copy()
+            for key, value in self.start_attributes().items():
+                if value is not None:
+                    start[key] = value
+            if config.openinference and self.oi_kind is not None:
+                start[names.OI_SPAN_KIND] = essentials[names.OI_SPAN_KIND] = self.oi_kind
+            tracer = config_module.tracer(provider or config.tracer_provider)
             context = root.context if root is not None else None
-            self.span = tracer.start_span(self.span_name(), context=context, kind=self.span_kind, attributes=start, start_time=self.start_time)
-            essentials = {key: start[key] for key in _ESSENTIAL_AT_START if key in start}
-            self.attrs = Attributes(self.span, self.config.content, essentials, len(start))
+            self.span = span = tracer.start_span(self.span_name(), context=context, kind=self.span_kind, attributes=start, start_time=self.start_time)
+            self.attrs = Attributes(span, config.content, essentials, len(start))
             self.state = root.state if root is not None else self.find_state()
             self.on_open()
+        except Exception as error:  # noqa: BLE001 - ragtrace's own fault: logged once, never raised
+            report("span start", error)
 
     def find_state(self) -> state_module.PipelineState | None:
         return state_module.for_span(self.span, self.config)
@@ -134,6 +143,11 @@ class Stage:
             sent = self._content(key, text) or sent
         if not (sent and self.query_derived):
             self._oi_value(names.OI_INPUT_VALUE, text)
+
+    @property
+    def digests(self) -> dict[str, str] | None:
+        """The pipeline's memo of content digests (``chunks.digest_of``); None outside a pipeline."""
+        return self.state.digests if self.state is not None else None
 
     def on_close(self) -> None:
         """Stage-specific work before the span ends (results, figures)."""
@@ -161,30 +175,45 @@ class Stage:
         return self._closed
 
     def close(self, error: BaseException | None = None) -> None:
-        """End the span once: record the user's error, finish the stage's attributes."""
+        """End the span once: record the user's error, finish the stage's attributes.
+
+        Each step is guarded on its own (an internal error in one skips that step only, logged
+        once), with ``try`` blocks rather than guard objects: this runs for every stage."""
         if self._closed:
             return
         self._closed = True
         if self.inert:
             return
         if error is not None:
-            with guard("error recording"):
+            try:
                 record_error(self.span, error, self.config.content, self.config.max_content_chars)
-        with guard(f"{self.stage} bookkeeping"):
+            except Exception as failure:  # noqa: BLE001
+                report("error recording", failure)
+        try:
             self.on_close()
-        with guard("metrics"):
+        except Exception as failure:  # noqa: BLE001
+            report(f"{self.stage} bookkeeping", failure)
+        try:
             self._record_metrics(error)
+        except Exception as failure:  # noqa: BLE001
+            report("metrics", failure)
         if self.attrs is not None:
-            with guard("attribute writing"):
+            try:
                 self.attrs.flush()
-        with guard("span end"):
+            except Exception as failure:  # noqa: BLE001
+                report("attribute writing", failure)
+        try:
             self.span.end(self.end_time)
+        except Exception as failure:  # noqa: BLE001
+            report("span end", failure)
         self.attrs = None
         root = self.auto_root
         if root is not None:
             self.auto_root = None
-            with guard("automatic root"):
+            try:
                 root.stage_closed(self, error)
+            except Exception as failure:  # noqa: BLE001
+                report("automatic root", failure)
         if self.release_span:  # the handle may outlive its block (``r.chunks`` is read later)
             self.span = trace.INVALID_SPAN
 
@@ -295,12 +324,13 @@ def set_figures(stage: Stage, result: figures_module.Figures, *, events: bool = 
     attrs = stage.attrs
     if attrs is None or not attrs.recording:
         return
-    values: dict[str, Any] = {names.metric_attribute(k): v for k, v in result.values.items()}
+    prefix = names.RAG_METRICS_PREFIX  # names.metric_attribute, inline: a dozen figures, twice a pipeline
+    values: dict[str, Any] = {prefix + k: v for k, v in result.values.items()}
     values[names.RAG_METRICS_STATUS] = result.status_text
     # a qualifier, not a figure: under a tight attribute-count limit the figures win the room
     attrs.set(names.RAG_METRICS_INCLUSION_METHOD, inclusion_method)
     if events:
-        for metric in names.PROXY_METRICS:
+        for metric in names.EMITTED_PROXY_METRICS:
             if metric in result.values:
                 score = float(result.values[metric])
                 stage.span.add_event(
@@ -312,9 +342,7 @@ def set_figures(stage: Stage, result: figures_module.Figures, *, events: bool = 
                     },
                 )
     # the figures go last so the SDK's evict-the-oldest limit can't drop them
-    for key, value in values.items():
-        if value is not None:
-            attrs.essential(key, value)
+    attrs.essential_many(values)
 
 
 def query_hash(query: str) -> str:

@@ -79,6 +79,10 @@ class PipelineState:
     # (LiteLLM logs them from its own thread): the pipeline's close waits for them (``hold``)
     holds: int = 0
     _closing: Callable[[], None] | None = None
+    # text -> content digest of the chunks this pipeline read (``chunks.digest_of``): a chunk
+    # retrieved, reranked and placed is hashed once. A pipeline's own state only, emptied when its
+    # root ends: a trace's shared state outside any pipeline would keep the app's texts alive
+    digests: dict[str, str] | None = None
 
     def hold(self) -> None:
         """A stage of this pipeline will be recorded later: its close waits until ``release``."""
@@ -113,7 +117,7 @@ class PipelineState:
             chunk = self.canonical(chunk)
             if chunk.content_hash and chunk.content_hash not in self._ids_by_hash:
                 self._ids_by_hash[chunk.content_hash] = chunk.id
-            kept.append(Chunk(chunk.id, chunk.rank, chunk.score, None, None, chunk.tokens, chunk.content_hash))
+            kept.append(Chunk(chunk.id, chunk.rank, chunk.score, None, None, chunk.tokens, chunk.content_hash, chunk.file_id))
         self.retrievals.append(kept)
         self.unreadable += unreadable
         self.omitted += omitted
