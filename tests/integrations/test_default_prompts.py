@@ -109,7 +109,8 @@ def test_llama_index_default_query_engine_leaves_bare_citations_unresolved(llama
     _unresolved(llama_index_on)
 
 
-def test_citation_query_engine_pieces_map_back_to_the_retrieved_nodes(llama_index_on):
+@pytest.mark.parametrize("overlap", [0, 6])
+def test_citation_query_engine_pieces_map_back_to_the_retrieved_nodes(llama_index_on, overlap):
     """Case 2: ``CitationQueryEngine`` re-splits each node into ``Source n:`` pieces under new ids.
     The context is the retrieved nodes; a label on any piece resolves to the node it was cut from."""
     from llama_index.core import VectorStoreIndex
@@ -133,7 +134,7 @@ def test_citation_query_engine_pieces_map_back_to_the_retrieved_nodes(llama_inde
         "kb-shipping": "Shipping is free for orders over fifty euros.",
     }
     index = VectorStoreIndex([TextNode(id_=k, text=t) for k, t in texts.items()], embed_model=MockEmbedding(embed_dim=8))
-    engine = CitationQueryEngine.from_args(index, llm=_citing_llm(answer), similarity_top_k=3, citation_chunk_size=20, citation_chunk_overlap=0)
+    engine = CitationQueryEngine.from_args(index, llm=_citing_llm(answer), similarity_top_k=3, citation_chunk_size=20, citation_chunk_overlap=overlap)
     response = engine.query(QUESTION)
     assert len(response.source_nodes) == 4 and not {n.node.node_id for n in response.source_nodes} & set(texts)  # new ids
     assembled = llama_index_on.one("assemble").attributes
