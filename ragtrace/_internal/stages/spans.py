@@ -155,7 +155,10 @@ class Attributes:
 
     def set_many(self, values: Mapping[str, Any]) -> None:
         if self.recording:
-            self._pending.update({k: v for k, v in values.items() if v is not None})
+            pending = self._pending
+            for key, value in values.items():
+                if value is not None:
+                    pending[key] = value
 
     def essential(self, key: str, value: Any) -> None:
         """A key that must survive attribute limits (written last)."""
@@ -165,7 +168,10 @@ class Attributes:
     def essential_many(self, values: Mapping[str, Any]) -> None:
         """``essential`` for each key of ``values`` (None values left out), in one call."""
         if self.recording:
-            self._essential.update({k: v for k, v in values.items() if v is not None})
+            essential = self._essential
+            for key, value in values.items():
+                if value is not None:
+                    essential[key] = value
 
     def content(self, key: str, text: str | None, max_chars: int) -> bool:
         """A content-bearing attribute: passes the content policy, then is trimmed. True if set."""
