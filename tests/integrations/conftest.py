@@ -8,6 +8,8 @@ import pytest
 
 import ragtrace
 
+from integrations import left_behind
+
 
 @pytest.fixture
 def langchain_on(spans) -> Iterator[None]:
@@ -26,3 +28,17 @@ def llama_index_on(spans):
     ragtrace.instrument("llama_index")
     yield spans
     ragtrace.uninstrument("llama_index")
+
+
+@pytest.fixture(autouse=True)
+def _nothing_left_behind(request) -> Iterator[None]:
+    """A test beside another tool's instrumentor (the ``*_beside_*`` modules) leaves every
+    instrumented library, framework hook and the OpenTelemetry globals as it found them
+    (tests/integrations/left_behind.py), so later tests run the same in any file order."""
+    if "_beside_" not in request.module.__name__:
+        yield
+        return
+    before = left_behind.snapshot()
+    yield
+    found = left_behind.left_behind(before)
+    assert not found, "left behind:\n" + "\n".join(found)
