@@ -30,15 +30,28 @@ def llama_index_on(spans):
     ragtrace.uninstrument("llama_index")
 
 
+def _beside(request) -> bool:
+    return "_beside_" in request.module.__name__
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _no_wrapper_left_behind(request) -> Iterator[None]:
+    """A module of tests beside another tool's instrumentor (``*_beside_*``) leaves the
+    instrumented libraries' functions and methods as it found them (tests/integrations/left_behind.py),
+    so later modules run the same in any file order."""
+    before = left_behind.snapshot() if _beside(request) else None
+    yield
+    if before is not None:
+        found = left_behind.left_behind(before)
+        assert not found, "left behind:\n" + "\n".join(found)
+
+
 @pytest.fixture(autouse=True)
 def _nothing_left_behind(request) -> Iterator[None]:
-    """A test beside another tool's instrumentor (the ``*_beside_*`` modules) leaves every
-    instrumented library, framework hook and the OpenTelemetry globals as it found them
-    (tests/integrations/left_behind.py), so later tests run the same in any file order."""
-    if "_beside_" not in request.module.__name__:
-        yield
-        return
-    before = left_behind.snapshot()
+    """Each such test leaves the frameworks' handlers, the instrumentors on and the OpenTelemetry
+    globals (provider, current context) as it found them."""
+    before = left_behind.snapshot(attributes=False) if _beside(request) else None
     yield
-    found = left_behind.left_behind(before)
-    assert not found, "left behind:\n" + "\n".join(found)
+    if before is not None:
+        found = left_behind.left_behind(before)
+        assert not found, "left behind:\n" + "\n".join(found)

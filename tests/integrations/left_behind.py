@@ -5,7 +5,8 @@ Another instrumentor that stays on after its test (a wrapt wrapper its ``uninstr
 handler left on a dispatcher, a span left current) changes what every later test sees, so a
 suite passes in one file order and fails in another. ``snapshot()`` records the state such a
 leftover changes; ``left_behind(before)`` says what differs afterwards, each difference one line
-naming the place and what is there now.
+naming the place and what is there now. The libraries' attributes take ~0.1 s to read, so they
+are compared once per module; the rest after every test.
 
 What is recorded, all of it cheap to read:
 - every class and module attribute of the instrumented libraries loaded (``LIBRARIES``), by
@@ -26,28 +27,37 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 
 LIBRARIES = ("langchain", "langgraph", "llama_index", "openai", "anthropic", "botocore", "cohere", "google.genai", "haystack")
 
+# whose wrapt wrappers are instrumentors' (a library's own, e.g. a ``deprecated`` decorator, aren't)
+INSTRUMENTATION = ("ragtrace", "opentelemetry.instrumentation", "openinference")
+
 Snapshot = dict[str, Any]
 
 
-def _patchable(key: str, value: object) -> bool:
-    """What a tool patches: functions, methods and their descriptors. Not data (a library fills
-    some in lazily: pydantic's schemas, LlamaIndex's ``global_tokenizer``), so not a leftover."""
-    return (callable(value) or isinstance(value, (staticmethod, classmethod, property))) and ".__pydantic" not in key
+def _patchable(members: dict[str, object]) -> dict[str, object]:
+    """What a tool patches among ``members``: functions, methods, classes and their descriptors.
+    Not data, which a library fills in lazily (pydantic's schemas, LlamaIndex's
+    ``global_tokenizer``), so not a leftover."""
+    return {
+        key: value
+        for key, value in members.items()
+        if (callable(value) or type(value) in (staticmethod, classmethod, property)) and not key.startswith("__pydantic")
+    }
 
 
-def _attributes() -> dict[str, object]:
-    """Every function-like module attribute and attribute of a class defined in a module of
-    ``LIBRARIES`` loaded now, by dotted name."""
-    found: dict[str, object] = {}
+def _attributes() -> dict[str, dict[str, object]]:
+    """For every module of ``LIBRARIES`` loaded now, and every class defined in one, what
+    ``_patchable`` keeps of its attributes."""
+    found = {}
     for name, module in list(sys.modules.items()):
         if module is None or not name.startswith(LIBRARIES):
             continue
-        for key, value in list(vars(module).items()):
-            found[f"{name}:{key}"] = value
-            if isinstance(value, type) and value.__module__ == name:
-                for attribute, member in list(vars(value).items()):
-                    found[f"{name}:{key}.{attribute}"] = member
-    return {key: value for key, value in found.items() if _patchable(key, value)}
+        members = _patchable(vars(module))
+        found[name] = members
+        for key, value in members.items():
+            # type(), not isinstance(): a lazy proxy (openai's) would import what it stands for
+            if issubclass(type(value), type) and value.__module__ == name:
+                found[f"{name}:{key}"] = _patchable(vars(value))
+    return found
 
 
 def _kinds(handlers: list) -> list[str]:
@@ -83,9 +93,10 @@ def _instrumentors_on() -> list[str]:
     return sorted(found)
 
 
-def snapshot() -> Snapshot:
+def snapshot(attributes: bool = True) -> Snapshot:
+    """The state now; without the ``attributes`` of the libraries (the slow part, ~0.1 s)."""
     return {
-        "attributes": _attributes(),
+        "attributes": _attributes() if attributes else {},
         "handlers": _handlers(),
         "instrumentors": _instrumentors_on(),
         "tracer provider": trace._TRACER_PROVIDER,
@@ -93,26 +104,36 @@ def snapshot() -> Snapshot:
     }
 
 
-def _describe(value: object) -> str:
+def _wrapper_module(value: object) -> str:
+    """The module of a wrapt function wrapper's wrapper, or '' for anything else."""
     wrapper = getattr(value, "_self_wrapper", None)
-    if wrapper is not None and hasattr(value, "__wrapped__"):  # a wrapt FunctionWrapper
-        return f"a wrapper from {getattr(wrapper, '__module__', None) or type(wrapper).__module__}"
-    return repr(value)[:120]
+    if wrapper is None or not hasattr(value, "__wrapped__"):
+        return ""
+    return getattr(wrapper, "__module__", None) or type(wrapper).__module__
+
+
+def _describe(value: object) -> str:
+    module = _wrapper_module(value)
+    return f"a wrapper from {module}" if module else repr(value)[:120]
 
 
 def left_behind(before: Snapshot) -> list[str]:
-    """What differs from ``before``: one line per place. Attributes of modules or classes loaded
-    since are not compared (an import during the test is not a leftover)."""
-    now = snapshot()
+    """What differs from ``before`` (taken with or without attributes): one line per place. Of
+    modules and classes loaded since (an import is not a leftover), only an instrumentor's wrapper
+    on one counts."""
+    now = snapshot(attributes=bool(before["attributes"]))
     found = []
-    attributes = now["attributes"]
-    for key, value in before["attributes"].items():
-        if attributes.get(key, None) is not value:
-            found.append(f"{key} is {_describe(attributes[key]) if key in attributes else 'gone'}")
-    handlers = now["handlers"]
+    for owner, members_now in now["attributes"].items():
+        members = before["attributes"].get(owner, {})
+        for key, value in members.items():
+            if members_now.get(key) is not value:
+                found.append(f"{owner}.{key} is {_describe(members_now[key]) if key in members_now else 'gone'}")
+        for key in members_now.keys() - members.keys():  # loaded (or added) since: no instrumentor's wrapper
+            if _wrapper_module(members_now[key]).startswith(INSTRUMENTATION):
+                found.append(f"{owner}.{key} is {_describe(members_now[key])}")
     for key, value in before["handlers"].items():
-        if handlers.get(key) != value:
-            found.append(f"{key}: {handlers.get(key)} (was {value})")
+        if now["handlers"].get(key) != value:
+            found.append(f"{key}: {now['handlers'].get(key)} (was {value})")
     for key in ("instrumentors", "tracer provider", "context"):
         if now[key] != before[key]:
             found.append(f"{key}: {now[key]!r} (was {before[key]!r})")
