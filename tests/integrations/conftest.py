@@ -7,7 +7,6 @@ from collections.abc import Iterator
 import pytest
 
 import ragtrace
-
 from integrations import left_behind
 
 

@@ -102,18 +102,21 @@ def openai_both_on(spans, order: str):
     return both_on(spans, order, "openai", OpenLLMetryOpenAI(), partial(strip_wrappers, "openai.resources", OPENLLMETRY_OPENAI))
 
 
+# OpenLLMetry 0.62.4's LangChain ``uninstrument()`` leaves on: the callback manager's __init__
+# (which adds its handler to every callback manager), ChatOpenAI's and OpenAI's calls, LangGraph's
+# Pregel.stream/astream and Command.__init__, and the agent middleware hooks (it hands each to
+# ``unwrap`` as "Class.method", which it never finds). Left on, they parent later tests' spans under
+# spans of a provider shut down: test_langchain_agents failed after this file.
+langchain_leftovers_off = partial(strip_wrappers, ("langchain_core.callbacks", "langchain_openai", "langgraph", "langchain.agents"), OPENLLMETRY_LANGCHAIN)
+
+
 def langchain_both_on(spans, order: str):
     from opentelemetry.instrumentation.langchain import LangchainInstrumentor as OpenLLMetryLangChain
 
-    # its uninstrument() leaves on: the callback manager's __init__ (which adds its handler to every
-    # callback manager), ChatOpenAI's and OpenAI's calls, LangGraph's Pregel.stream/astream and
-    # Command.__init__, and the agent middleware hooks (all handed to ``unwrap`` as "Class.method").
-    # Left on, they parent later tests' spans under spans of a provider shut down (test_langchain_agents).
-    leftovers = partial(strip_wrappers, ("langchain_core.callbacks", "langchain_openai", "langgraph", "langchain.agents"), OPENLLMETRY_LANGCHAIN)
-    return both_on(spans, order, "langchain", OpenLLMetryLangChain(), leftovers)
+    return both_on(spans, order, "langchain", OpenLLMetryLangChain(), langchain_leftovers_off)
 
 
-def _openllmetry_handlers_off() -> None:
+def llama_index_handlers_off() -> None:
     """OpenLLMetry 0.62.4's LlamaIndex ``uninstrument()`` does nothing (its core instrumentor's
     ``_uninstrument`` is empty): take its handlers off the dispatcher for the tests after this one."""
     from llama_index.core.instrumentation import get_dispatcher
@@ -126,4 +129,4 @@ def _openllmetry_handlers_off() -> None:
 def llama_index_both_on(spans, order: str):
     from opentelemetry.instrumentation.llamaindex import LlamaIndexInstrumentor as OpenLLMetryLlamaIndex
 
-    return both_on(spans, order, "llama_index", OpenLLMetryLlamaIndex(), _openllmetry_handlers_off)
+    return both_on(spans, order, "llama_index", OpenLLMetryLlamaIndex(), llama_index_handlers_off)
