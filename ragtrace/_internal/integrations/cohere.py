@@ -14,6 +14,12 @@ chat with the app's documents, rerank and embed, as the same stage handles as an
   relevance_score}`` as the new order (a document whose text the pipeline retrieved keeps that
   chunk's id); ``meta.billed_units.search_units`` as ``rag.rerank.search_units``.
 - ``embed`` is an embed span (dimensions, billed input tokens).
+- v1 ``Client.chat`` / ``chat_stream`` (and ``AsyncClient``'s) with ``documents`` is the same RAG
+  call: ``message`` is the query, a document's ``_excludes`` keys are not what the model reads, and
+  a citation's ``document_ids`` resolve by the app's id or by the document the response's
+  ``documents`` carries back under the API's id (``doc_1`` for an id-less one). No ``citations``
+  field (or one ragtrace can't read) is not "cited nothing": not measurable (answer_unreadable).
+  A stream's citations are its ``citation-generation`` events; its ``stream-end`` is its end.
 Outside a ``rag_pipeline`` a chat with documents is one pipeline (the automatic root); inside
 one, its stages are the pipeline's.
 
@@ -22,8 +28,10 @@ or data without an id) gets the keyed digest of its text, ragtrace's id for an i
 text is its string, or its data's ``key: value`` lines (what the model reads of it): content,
 recorded only under the content policy, as any chunk's.
 
-Cohere has no callback system, so ``V2Client`` / ``AsyncV2Client`` methods are wrapped with
-wrapt at class level (clients made before ``instrument()`` are covered). A stream reaches the app
+Cohere has no callback system, so ``V2Client`` / ``AsyncV2Client`` methods (and v1's
+``BaseCohere`` / ``AsyncBaseCohere`` chat methods) are wrapped with wrapt at class level. The SDK
+binds ``chat`` on a ``Client`` / ``ClientV2`` when it is made: one made before ``instrument()``
+is not covered for ``chat``. A stream reaches the app
 behind the transparent recording proxy every traced stream gets (``passthrough``).
 """
 
