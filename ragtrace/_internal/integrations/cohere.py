@@ -14,6 +14,12 @@ chat with the app's documents, rerank and embed, as the same stage handles as an
   relevance_score}`` as the new order (a document whose text the pipeline retrieved keeps that
   chunk's id); ``meta.billed_units.search_units`` as ``rag.rerank.search_units``.
 - ``embed`` is an embed span (dimensions, billed input tokens).
+- v1 ``Client.chat`` / ``chat_stream`` (and ``AsyncClient``'s) with ``documents`` is the same RAG
+  call: ``message`` is the query, a document's ``_excludes`` keys are not what the model reads, and
+  a citation's ``document_ids`` resolve by the app's id or by the document the response's
+  ``documents`` carries back under the API's id (``doc_1`` for an id-less one). No ``citations``
+  field (or one ragtrace can't read) is not "cited nothing": not measurable (answer_unreadable).
+  A stream's citations are its ``citation-generation`` events; its ``stream-end`` is its end.
 Outside a ``rag_pipeline`` a chat with documents is one pipeline (the automatic root); inside
 one, its stages are the pipeline's.
 
@@ -22,15 +28,17 @@ or data without an id) gets the keyed digest of its text, ragtrace's id for an i
 text is its string, or its data's ``key: value`` lines (what the model reads of it): content,
 recorded only under the content policy, as any chunk's.
 
-Cohere has no callback system, so ``V2Client`` / ``AsyncV2Client`` methods are wrapped with
-wrapt at class level (clients made before ``instrument()`` are covered). A stream reaches the app
+Cohere has no callback system, so ``V2Client`` / ``AsyncV2Client`` methods (and v1's
+``BaseCohere`` / ``AsyncBaseCohere`` chat methods) are wrapped with wrapt at class level. The SDK
+binds ``chat`` on a ``Client`` / ``ClientV2`` when it is made: one made before ``instrument()``
+is not covered for ``chat``. A stream reaches the app
 behind the transparent recording proxy every traced stream gets (``passthrough``).
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -39,6 +47,7 @@ from opentelemetry import trace
 
 from .. import names
 from ..stages.generation import Generate
+from ..core import figures
 from ..core.guard import guard
 from ..core.keyed import content_digest
 from ..core.outputs import get
@@ -55,6 +64,8 @@ _CLASSES = ("V2Client", "AsyncV2Client")
 _PROVIDER = "cohere"  # gen_ai.provider.name
 ROOT_NAME = "cohere"  # the automatic root's name (gen_ai.workflow.name)
 _LABEL = "cohere instrumentation"
+_V1_MODULE = "cohere.base_client"
+_V1_CLASSES = ("BaseCohere", "AsyncBaseCohere")
 _ANSWER_CITATIONS = frozenset({None, "TEXT_CONTENT"})
 
 
@@ -74,20 +85,38 @@ class CohereInstrumentor(RagtraceInstrumentor):
             wrapt.wrap_function_wrapper(_MODULE, f"{cls}.chat_stream", stream)  # both return their stream at once
             wrapt.wrap_function_wrapper(_MODULE, f"{cls}.rerank", rerank_)
             wrapt.wrap_function_wrapper(_MODULE, f"{cls}.embed", embed_)
+        v1, av1 = call_wrappers(lambda args, kwargs: _open_v1(kwargs, provider), _v1_chatted, _LABEL)
+        v1_stream, _ = call_wrappers(lambda args, kwargs: _open_v1(kwargs, provider), lambda stage, kwargs, stream: _streamed(stage, kwargs, stream, _v1_stream_done), _LABEL)
+        for cls, chat_ in zip(_V1_CLASSES, (v1, av1)):
+            wrapt.wrap_function_wrapper(_V1_MODULE, f"{cls}.chat", chat_)
+            wrapt.wrap_function_wrapper(_V1_MODULE, f"{cls}.chat_stream", v1_stream)
 
     def _uninstrument(self, **kwargs: Any) -> None:
         module = importlib.import_module(_MODULE)
         for name in _CLASSES:
             for method in ("chat", "chat_stream", "rerank", "embed"):
                 unwrap(getattr(module, name), method)
+        module = importlib.import_module(_V1_MODULE)
+        for name in _V1_CLASSES:
+            for method in ("chat", "chat_stream"):
+                unwrap(getattr(module, name), method)
 
 
 # --- chat ---------------------------------------------------------------------------------------
 def _open_chat(kwargs: Mapping[str, Any], provider: trace.TracerProvider | None) -> Generate | None:
-    if inside_generation():
+    if inside_generation() or not _on():
         return None
     messages = kwargs.get("messages")
     request, given = _read(kwargs.get("documents"), messages)
+    keys = [content_digest(source.text or "") for source in request.sources]
+    return _opened(kwargs, provider, (request, given, keys), list(messages) if isinstance(messages, (list, tuple)) else None)
+
+
+def _opened(kwargs: Mapping[str, Any], provider: trace.TracerProvider | None, found: tuple[Request, list[str | None], list[str]], prompt: Any) -> Generate:
+    """The generate stage of a chat (v1 or v2) whose request is ``found`` (its sources, the ids
+    the app gave them, the key each resolves by when a citation carries its document back): with
+    documents, the retrieve and assemble spans of the call's pipeline first."""
+    request, given, keys = found
     root = None
     if request.sources:
         root = _provider.root_for(ROOT_NAME, request.query, provider)
@@ -96,13 +125,13 @@ def _open_chat(kwargs: Mapping[str, Any], provider: trace.TracerProvider | None)
     stage = Generate(
         model if isinstance(model, str) else None,
         _PROVIDER,
-        prompt=list(messages) if isinstance(messages, (list, tuple)) else None,
+        prompt=prompt,
         temperature=kwargs.get("temperature"),
         max_tokens=kwargs.get("max_tokens"),
         tracer_provider=provider,
     )
     stage.auto_root = root
-    stage.provider_request = (request, given) if request.sources else None  # type: ignore[attr-defined]
+    stage.provider_request = (request, given, keys) if request.sources else None  # type: ignore[attr-defined]
     return started(stage)
 
 
@@ -140,7 +169,7 @@ def _chatted(stage: Generate, kwargs: Mapping[str, Any], response: Any) -> Any:
     text, offsets = _answer(get(message, "content"))
     _cite(stage, text, offsets, get(message, "citations") or ())
     stage.record(text if message is not None else response)
-    _usage(stage, response)
+    _usage(stage, get(response, "usage"), get(response, "finish_reason"))
     stage.close()
     return response
 
@@ -159,14 +188,24 @@ def _answer(content: Any) -> tuple[str, dict[Any, int]]:
     return "".join(pieces), offsets
 
 
-def _cite(stage: Generate, answer: str, offsets: Mapping[Any, int], citations: Sequence[Any]) -> None:
-    """The answer's citations, resolved to the request's documents, and where the answer cites them."""
+def _cite(
+    stage: Generate,
+    answer: str,
+    offsets: Mapping[Any, int],
+    citations: Sequence[Any],
+    documents: Callable[[Any], Iterable[tuple[Any, Any]]] | None = None,
+    keys: Callable[[Any], Iterable[str]] | None = None,
+    unmeasured: str | None = None,
+) -> None:
+    """The answer's citations, resolved to the request's documents, and where the answer cites
+    them. ``documents`` gives a citation's (id, document carried back) pairs, ``keys`` the keys
+    such a document resolves by (v2's by default); ``unmeasured``: why they can't be scored."""
     found = getattr(stage, "provider_request", None)
     if found is None:
         return
-    request, given = found
+    request, given, known = found
     by_id = {chunk_id: index for index, chunk_id in enumerate(given) if chunk_id is not None}
-    by_text = {content_digest(source.text or ""): index for index, source in enumerate(request.sources)}
+    by_key = {key: index for index, key in enumerate(known)}
     refs: list[tuple[str, Any]] = []
     unknown: list[str] = []
     segments: list[tuple[int, int, str]] = []
@@ -174,13 +213,10 @@ def _cite(stage: Generate, answer: str, offsets: Mapping[Any, int], citations: S
         if get(citation, "type") not in _ANSWER_CITATIONS:
             continue
         place = _place(answer, offsets, citation)
-        for source in get(citation, "sources") or ():
-            if get(source, "type") != "document":
-                continue
-            cited = get(source, "id")
+        for cited, document in (documents or _sources)(citation):
             index = by_id.get(cited)
             if index is None:
-                index = _by_document(by_text, get(source, "document"))
+                index = next((by_key[key] for key in (keys or _keys)(document) if key in by_key), None)
             if index is None:
                 unknown.append(f"document_id={cited}")
                 continue
@@ -188,17 +224,23 @@ def _cite(stage: Generate, answer: str, offsets: Mapping[Any, int], citations: S
             if place is not None:
                 segments.append((*place, request.sources[index].chunk_id))
     provided = _provider.provided_by_index(request, refs)
-    stage.provided = replace(provided, invalid=tuple(dict.fromkeys((*provided.invalid, *unknown))), segments=tuple(segments))
+    invalid = tuple(dict.fromkeys((*provided.invalid, *unknown)))
+    stage.provided = replace(provided, invalid=invalid, segments=tuple(segments), unmeasured=provided.unmeasured or unmeasured)
 
 
-def _by_document(by_text: Mapping[str, int], document: Any) -> int | None:
-    """The request's document a source carries back: the same data (an ``id`` the API added
-    aside), or, for a string document, which comes back as its one text field, that text."""
-    found = by_text.get(content_digest(_text(document)))
-    if found is None and isinstance(document, Mapping):
+def _sources(citation: Any) -> list[tuple[Any, Any]]:
+    """A v2 citation's document sources: (id, the document the source carries back)."""
+    return [(get(s, "id"), get(s, "document")) for s in get(citation, "sources") or () if get(s, "type") == "document"]
+
+
+def _keys(document: Any) -> list[str]:
+    """The keys of the request's document a v2 source carries back: the same data (an ``id`` the
+    API added aside), or, for a string document, which comes back as its one text field, that text."""
+    found = [content_digest(_text(document))]
+    if isinstance(document, Mapping):
         values = [v for k, v in document.items() if k != "id"]
         if len(values) == 1 and isinstance(values[0], str):
-            found = by_text.get(content_digest(values[0]))
+            found.append(content_digest(values[0]))
     return found
 
 
@@ -214,12 +256,10 @@ def _place(answer: str, offsets: Mapping[Any, int], citation: Any) -> tuple[int,
     return (start, end) if not isinstance(text, str) or answer[start:end] == text else None
 
 
-def _usage(stage: Generate, found: Any) -> None:
-    """Billed tokens (the tokens the model read and wrote, when no billed figure is given) and
-    the finish reason of a response or a stream's ``message-end`` delta."""
-    usage = get(found, "usage")
+def _usage(stage: Generate, usage: Any, reason: Any) -> None:
+    """Billed tokens (the tokens the model read and wrote, when no billed figure is given) from a
+    v2 ``usage`` or a v1 ``meta``, and the finish reason."""
     billed, tokens = get(usage, "billed_units"), get(usage, "tokens")
-    reason = get(found, "finish_reason")
 
     def count(key: str) -> int | None:
         value = get(tokens, key) if get(tokens, key) is not None else get(billed, key)
@@ -228,9 +268,9 @@ def _usage(stage: Generate, found: Any) -> None:
     add_usage(stage, input_tokens=count("input_tokens"), output_tokens=count("output_tokens"), finish_reasons=[reason] if isinstance(reason, str) else None)
 
 
-def _streamed(stage: Generate, kwargs: Mapping[str, Any], stream: Any) -> Any:
+def _streamed(stage: Generate, kwargs: Mapping[str, Any], stream: Any, done: Callable[..., None] | None = None) -> Any:
     stage.detach()
-    proxy = record_as_consumed(stream, stage, lambda events, error: _stream_done(stage, events, error))
+    proxy = record_as_consumed(stream, stage, lambda events, error: (done or _stream_done)(stage, events, error))
     if proxy is None:
         stage.close()
         return stream
@@ -253,7 +293,7 @@ def _stream_done(stage: Generate, events: list[Any] | None, error: BaseException
                 elif kind == "citation-start":
                     citations.append(get(delta, "citations"))
                 elif kind == "message-end":
-                    _usage(stage, get(event, "delta"))
+                    _usage(stage, get(get(event, "delta"), "usage"), get(get(event, "delta"), "finish_reason"))
             pieces = [piece for index in texts for piece in texts[index]]
             offsets, length = {}, 0
             for index, found in texts.items():
@@ -262,6 +302,109 @@ def _stream_done(stage: Generate, events: list[Any] | None, error: BaseException
             _cite(stage, "".join(pieces), offsets, [c for c in citations if c is not None])
             stage.stream_done(pieces)
             stage.check_stream_end(events)
+        stage.close(error)
+
+
+# --- v1 chat ------------------------------------------------------------------------------------
+def _on() -> bool:
+    """Still instrumented? The SDK binds ``chat`` on a client when it is made (``validate_args``),
+    so a client made while instrumented keeps ragtrace's wrapper after ``uninstrument()``."""
+    return bool(CohereInstrumentor().is_instrumented_by_opentelemetry)
+
+
+def _open_v1(kwargs: Mapping[str, Any], provider: trace.TracerProvider | None) -> Generate | None:
+    """A v1 chat: ``message`` is the query; each document is a dict of strings, which an ``id``
+    names and whose ``_excludes`` keys the model is not shown (``_v1_key`` resolves it when the
+    response carries it back)."""
+    if inside_generation() or not _on():
+        return None
+    documents, message = kwargs.get("documents"), kwargs.get("message")
+    sources: list[Source] = []
+    given: list[str | None] = []
+    keys: list[str] = []
+    for document in documents if isinstance(documents, (list, tuple)) else ():
+        if not isinstance(document, Mapping):
+            continue
+        excluded = document.get("_excludes")
+        hidden = {"_excludes", *(excluded if isinstance(excluded, (list, tuple)) else ())}
+        text = _text({key: value for key, value in document.items() if key not in hidden})
+        found = document.get("id") if isinstance(document.get("id"), str) and document.get("id") else None
+        sources.append(Source(found or content_digest(text), text))
+        given.append(found)
+        keys.append(_v1_key(document))
+    request = Request(tuple(sources), (DOCUMENT,) * len(sources), message if isinstance(message, str) else None)
+    return _opened(kwargs, provider, (request, given, keys), _v1_prompt(kwargs))
+
+
+def _v1_key(document: Any) -> str:
+    """What a v1 document is known by when the response carries it back in ``documents``: all its
+    fields but ``id`` (the API gives an id-less one its own) and ``_excludes`` (the excluded fields
+    come back too)."""
+    return content_digest(_text({k: v for k, v in document.items() if k != "_excludes"})) if isinstance(document, Mapping) else ""
+
+
+def _v1_prompt(kwargs: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The v1 request as chat messages: the preamble, the history (``CHATBOT`` is the assistant), the message."""
+    preamble, history = kwargs.get("preamble"), kwargs.get("chat_history")
+    prompt = [{"role": "system", "content": preamble}] if isinstance(preamble, str) else []
+    for turn in history if isinstance(history, (list, tuple)) else ():
+        role = str(get(turn, "role") or "").lower()
+        prompt.append({"role": "assistant" if role == "chatbot" else role, "content": get(turn, "message")})
+    return [*prompt, {"role": "user", "content": kwargs.get("message")}]
+
+
+def _v1_chatted(stage: Generate, kwargs: Mapping[str, Any], response: Any) -> Any:
+    stage.detach()
+    text = get(response, "text")
+    _v1_cite(stage, text if isinstance(text, str) else "", get(response, "citations"), get(response, "documents"))
+    stage.record(text if isinstance(text, str) else response)
+    _usage(stage, get(response, "meta"), get(response, "finish_reason"))
+    stage.close()
+    return response
+
+
+def _v1_cite(stage: Generate, answer: str, citations: Any, documents: Any) -> None:
+    """v1 citations (``start`` / ``end`` in the answer, ``document_ids``), each id resolved by the
+    app's id or by the document the response's ``documents`` carries back under it. No citations
+    field, or one ragtrace can't read, is not "cited nothing": not measurable (answer_unreadable)."""
+    readable = isinstance(citations, (list, tuple)) and all(isinstance(get(c, "document_ids"), (list, tuple)) for c in citations)
+    carried = {get(d, "id"): d for d in documents} if isinstance(documents, (list, tuple)) else {}
+    _cite(
+        stage,
+        answer,
+        {0: 0},
+        citations if readable else (),
+        lambda citation: [(cited, carried.get(cited)) for cited in get(citation, "document_ids")],
+        lambda document: [_v1_key(document)],
+        None if readable else figures.STATUS_ANSWER_UNREADABLE,
+    )
+
+
+def _v1_stream_done(stage: Generate, events: list[Any] | None, error: BaseException | None) -> None:
+    """The answer and citations of the v1 events the app read: ``text-generation`` text,
+    ``citation-generation`` citations (none read: the ``stream-end`` response's), and
+    ``stream-end``, whose response's documents resolve the ids the API gave id-less documents
+    and whose meta holds the usage. A stream that ran out without ``stream-end`` was cut off."""
+    with guard("cohere stream"):
+        if events is not None:
+            pieces: list[str] = []
+            citations: Any = None
+            end = None
+            for event in events:
+                kind = get(event, "event_type")
+                if kind == "text-generation" and isinstance(get(event, "text"), str):
+                    pieces.append(get(event, "text"))
+                elif kind == "citation-generation":
+                    found = get(event, "citations")  # one unreadable event: the stream's citations are not known
+                    citations = [*(citations or ()), *found] if isinstance(found, (list, tuple)) and citations is not False else False
+                elif kind == "stream-end":
+                    end = event
+            response = get(end, "response")
+            _v1_cite(stage, "".join(pieces), get(response, "citations") if citations is None else citations, get(response, "documents"))
+            _usage(stage, get(response, "meta"), get(end, "finish_reason"))
+            stage.stream_done(pieces)
+            if getattr(events, "ran_out", False) and end is None:
+                stage.stream_cut_off()
         stage.close(error)
 
 
