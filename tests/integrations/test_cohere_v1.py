@@ -208,3 +208,17 @@ def test_uninstrument_restores_v1_and_a_client_made_while_instrumented_stops_rec
     client.chat(model=MODEL, message=QUESTION, documents=DOCUMENTS)
     server.v1_client().chat(model=MODEL, message=QUESTION, documents=DOCUMENTS)
     assert spans.all() == []
+
+
+@pytest.mark.parametrize("extra", [{"prompt_truncation": "AUTO"}, {"prompt_truncation": "AUTO_PRESERVE_ORDER"}, {"connectors": [{"id": "web-search"}]}], ids=["auto", "auto-preserve-order", "connectors"])
+def test_truncation_or_connectors_leave_the_context_unknown(instrumented, extra):
+    """The API may drop documents (truncation) or add its own (connectors): what the app gave is
+    retrieved (3), what the model saw is not known, so no assemble span and no citation figures;
+    the citations are still recorded as the API gave them."""
+    FakeCohere(response()).v1_client().chat(model=MODEL, message=QUESTION, documents=DOCUMENTS, **extra)
+    assert instrumented.by_stage("assemble") == []
+    generated = instrumented.one("generate")
+    assert list(generated.attributes["rag.citation.ids"]) == ["kb-a", B_ID] and generated.attributes["rag.citation.status"] == "context_unknown"
+    got = metrics(instrumented.one("pipeline"))
+    assert got["retrieved"] == 3 and "context_unknown" in got["status"].split(",")
+    assert not {"in_context", "cited", "recall_proxy", "context_precision"} & set(got)
