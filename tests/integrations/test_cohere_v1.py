@@ -208,3 +208,34 @@ def test_uninstrument_restores_v1_and_a_client_made_while_instrumented_stops_rec
     client.chat(model=MODEL, message=QUESTION, documents=DOCUMENTS)
     server.v1_client().chat(model=MODEL, message=QUESTION, documents=DOCUMENTS)
     assert spans.all() == []
+
+
+@pytest.mark.parametrize("extra", [{"prompt_truncation": "AUTO"}, {"prompt_truncation": "AUTO_PRESERVE_ORDER"}, {"connectors": [{"id": "web-search"}]}], ids=["auto", "auto-preserve-order", "connectors"])
+def test_truncation_or_connectors_leave_the_context_unknown(instrumented, extra):
+    """The API may drop documents (truncation) or add its own (connectors): what the app gave is
+    retrieved (3), what the model saw is not known, so no assemble span and no citation figures;
+    the citations are still recorded as the API gave them."""
+    FakeCohere(response()).v1_client().chat(model=MODEL, message=QUESTION, documents=DOCUMENTS, **extra)
+    assert instrumented.by_stage("assemble") == []
+    generated = instrumented.one("generate")
+    assert list(generated.attributes["rag.citation.ids"]) == ["kb-a", B_ID] and generated.attributes["rag.citation.status"] == "context_unknown"
+    got = metrics(instrumented.one("pipeline"))
+    assert got["retrieved"] == 3 and "context_unknown" in got["status"].split(",")
+    assert not {"in_context", "cited", "recall_proxy", "context_precision"} & set(got)
+
+
+def test_an_id_less_document_with_excluded_fields_resolves_by_what_comes_back(instrumented):
+    """An id-less document whose ``url`` the model is not shown: its id is the digest of
+    "snippet: Closed on Sundays." only, and the response carries it back as doc_0 with the url
+    and without ``_excludes``; the citation of doc_0 resolves to it. By hand: R = C = 1, cited 1."""
+    document = {"snippet": "Closed on Sundays.", "url": "https://example.com/hours", "_excludes": ["url"]}
+    answer = "It is closed on Sundays."
+    cited = [{"start": 6, "end": 23, "text": "closed on Sundays", "document_ids": ["doc_0"]}]
+    carried = [{"id": "doc_0", "snippet": "Closed on Sundays.", "url": "https://example.com/hours"}]
+    FakeCohere(response(answer, cited, documents=carried)).v1_client().chat(model=MODEL, message="When is it open?", documents=[document])
+    chunk_id = content_digest("snippet: Closed on Sundays.")
+    assert list(instrumented.one("assemble").attributes["rag.context.chunk_ids"]) == [chunk_id]
+    generated = instrumented.one("generate")
+    assert list(generated.attributes["rag.citation.ids"]) == [chunk_id] and generated.attributes["rag.citation.invalid_count"] == 0
+    got = metrics(instrumented.one("pipeline"))
+    assert (got["retrieved"], got["in_context"], got["cited"], got["recall_proxy"]) == (1, 1, 1, 1.0)
