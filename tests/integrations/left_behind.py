@@ -20,6 +20,8 @@ What is recorded, all of it cheap to read:
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from opentelemetry import context, trace
@@ -138,3 +140,18 @@ def left_behind(before: Snapshot) -> list[str]:
         if now[key] != before[key]:
             found.append(f"{key}: {now[key]!r} (was {before[key]!r})")
     return found
+
+
+@contextmanager
+def context_put_back() -> Iterator[None]:
+    """The OpenTelemetry context of before put back afterwards, for what can't help leaving one:
+    LlamaIndex's dispatcher ends its span handlers' spans in the order it started them, so two
+    handlers that each attach a context (ragtrace's and OpenInference's or OpenLLMetry's) don't
+    nest, and the last detach puts back the first one's context. ragtrace's ended pipeline stage,
+    with its released span (``_CurrentSpan``, standing for none), stays current in the thread
+    after the query: an app sees that too, but the next test must not."""
+    token = context.attach(context.get_current())
+    try:
+        yield
+    finally:
+        context.detach(token)

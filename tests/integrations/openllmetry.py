@@ -15,9 +15,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
 
-from opentelemetry import context
-
 import ragtrace
+from integrations.left_behind import context_put_back
 
 ORDERS = ["openllmetry-first", "ragtrace-first"]
 OPENLLMETRY_OPENAI = "opentelemetry.instrumentation.openai"
@@ -74,14 +73,13 @@ def strip_wrappers(modules: str | tuple[str, ...], wrappers: str) -> None:
 def both_on(spans, order: str, library: str, theirs, leftovers: Callable[[], None], **options: object) -> Iterator[object]:
     """The other instrumentor ``theirs`` (OpenLLMetry's here; ``options`` go to its ``instrument()``)
     and ``ragtrace.instrument(library)`` in ``order`` ("ragtrace-first" or theirs first); both off
-    afterwards, and what OpenLLMetry's ``uninstrument()`` leaves behind taken away.
+    afterwards, what OpenLLMetry's ``uninstrument()`` leaves behind taken away and the context of
+    before put back (``left_behind.context_put_back``)."""
+    with context_put_back():
+        yield from _both_on(spans, order, library, theirs, leftovers, **options)
 
-    The OpenTelemetry context of before is put back too: LlamaIndex's dispatcher ends its span
-    handlers' spans in the order it started them, so two handlers that each attach a context
-    (OpenLLMetry's and ragtrace's) don't nest, and the last detach puts back the first one's
-    context: ragtrace's ended pipeline stage, with its released span (``_CurrentSpan``), stays
-    current in the thread after the query."""
-    token = context.attach(context.get_current())
+
+def _both_on(spans, order: str, library: str, theirs, leftovers: Callable[[], None], **options: object) -> Iterator[object]:
     try:
         if order != "ragtrace-first":
             theirs.instrument(tracer_provider=spans.provider, **options)
@@ -93,7 +91,6 @@ def both_on(spans, order: str, library: str, theirs, leftovers: Callable[[], Non
         ragtrace.uninstrument(library)
         theirs.uninstrument()
         leftovers()
-        context.detach(token)
 
 
 def openai_both_on(spans, order: str):

@@ -170,6 +170,7 @@ def test_uninstrument_removes_the_handlers(spans):
     assert spans.all() == []
 
 
+@pytest.mark.usefixtures("context_put_back")
 def test_beside_openinference_nothing_breaks_and_the_figures_hold(llama_index_on):
     from openinference.instrumentation.llama_index import LlamaIndexInstrumentor as OpenInferenceLlamaIndex
 
@@ -244,6 +245,7 @@ def _openinference_proxies() -> int:
     return sum(1 for o in gc.get_objects() if type(o) is OpenInferenceCurrentSpan)
 
 
+@pytest.mark.usefixtures("context_put_back")
 @pytest.mark.parametrize("openinference_first", [False, True, None], ids=["ragtrace-first", "openinference-first", "alone"])
 def test_instrument_cycles_leave_no_handlers_and_no_growing_state(spans, openinference_first):
     """Switching ragtrace (and OpenInference) on and off around plain, streamed and abandoned
