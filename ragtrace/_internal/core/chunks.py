@@ -9,6 +9,7 @@ Items that can't be understood are counted, never raised on.
 from __future__ import annotations
 
 import math
+from math import isfinite
 from itertools import islice
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -120,12 +121,13 @@ def normalize(
     ``digests``: the pipeline's text -> content digest memo (``digest_of``)."""
     if items is None:
         return Normalized([])
-    if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
-        items = (items,)
+    listed = type(items) is list or type(items) is tuple
+    if not listed and (isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable)):
+        items, listed = (items,), True
     failures: list[BaseException] = []
     omitted = 0
     # lists and tuples can't raise midway: only other iterables pay for guarded iteration
-    if type(items) is list or type(items) is tuple:
+    if listed:
         if limit is not None and len(items) > limit:
             omitted, items = len(items) - limit, items[:limit]
         source: Iterable[Any] = items
@@ -136,7 +138,27 @@ def normalize(
     chunks: list[Chunk] = []
     unreadable = 0
     failed: list[str] = []
+    plain = accessors is NO_ACCESSORS
     for item in source:
+        # the common shape, {"id": str, "content": str(, "score": ...)}, read here without a call
+        # per item: the same chunk as to_chunk -> _plain_dict_chunk makes of it
+        if plain and type(item) is dict and (len(item) == 2 or (len(item) == 3 and "score" in item)):
+            chunk_id, text = item.get("id"), item.get("content")
+            if type(chunk_id) is str and chunk_id and type(text) is str:
+                score = item.get("score")
+                digest = digests.get(text) if digests is not None else None
+                chunks.append(
+                    Chunk(
+                        chunk_id,
+                        start_rank + len(chunks),
+                        score if type(score) is float and isfinite(score) else None if score is None else _finite(score),
+                        text,
+                        None,
+                        None,
+                        digest_of(text, digests) if digest is None else digest,
+                    )
+                )
+                continue
         before = len(failed)
         chunk = to_chunk(item, start_rank + len(chunks), accessors, failed, digests=digests)
         if chunk is None:
