@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 from math import isfinite
 from itertools import islice
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from operator import attrgetter, eq
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,7 +111,18 @@ def warn_if_digest_ids(pairs: Iterable[tuple[str, str | None]]) -> None:
     """Called where chunk ids are exported, with each one's (id, content hash): an id-less chunk's
     id is its keyed digest, which under the random key differs between processes (``keyed``)."""
     if warning_due() and any(chunk_id == digest for chunk_id, digest in pairs):
-        warn_if_random("ids of id-less chunks differ between processes")
+        warn_if_random(_DIGEST_IDS)
+
+
+def warn_if_digest_chunks(chunks: Sequence[Chunk]) -> None:
+    """``warn_if_digest_ids`` for chunks, compared without a Python call per chunk (the warning is
+    due until given: with no hash key set, every retrieval and rerank checks its chunks)."""
+    if warning_due() and any(map(eq, map(_ID, chunks), map(_HASH, chunks))):
+        warn_if_random(_DIGEST_IDS)
+
+
+_DIGEST_IDS = "ids of id-less chunks differ between processes"
+_ID, _HASH = attrgetter("id"), attrgetter("content_hash")
 
 
 def normalize(
