@@ -24,8 +24,8 @@ the answer cites ``[n]``. Issue 27's citation cases (``accuracy_citation_scenari
 Unicode normal forms, a chunk that starts another, a chunk shown in pieces, an earlier turn's
 labels cited, agent rounds numbered from ``[1]``) follow.
 
-Scored per method: precision / recall of "chunk in context" over (trace, retrieved chunk) pairs,
-citation precision / recall over cited chunks, and the per-trace figures against the known
+Scored per method: precision / recall of "chunk in context" over (trace, retrieved chunk) pairs
+of the traces whose ``in_context`` the method gave, citation precision / recall over cited chunks, and the per-trace figures against the known
 answers (retrieved, in_context, cited, invalid_citations, context_precision, recall_proxy; floats
 to 1e-9): *right*; *wrong* when a figure it gives differs from the truth; else *not measurable*
 (some figure left out, with a status saying why, instead of a guess), and *avoidable* when every
@@ -268,11 +268,13 @@ class Score:
     wrong_examples: list[str] = field(default_factory=list)
 
     def add(self, truth: Truth, reading: Reading, where: str) -> None:
-        retrieved = set(truth.retrieved)
-        got = reading.in_context & retrieved
-        self.tp += len(got & truth.in_context)
-        self.fp += len(got - truth.in_context)
-        self.fn += len(truth.in_context - got)
+        # a trace whose in_context the method left out (not measurable) claims no chunk in or out:
+        # it counts in the not-measurable share below, not as missed chunks
+        if names.METRIC_IN_CONTEXT in reading.figures:
+            got = reading.in_context & set(truth.retrieved)
+            self.tp += len(got & truth.in_context)
+            self.fp += len(got - truth.in_context)
+            self.fn += len(truth.in_context - got)
         if names.METRIC_CITED not in truth.unmeasurable:  # citations that can't be resolved are not scored
             self.cite_tp += len(reading.cited & truth.cited)
             self.cite_fp += len(reading.cited - truth.cited)
@@ -390,7 +392,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("-" * len(header))
     for name, scores in per.items():
         print(f"{name:<36}" + "".join(f" {_cell(scores[m]):>20}" for m in METHODS))
-    print("\nby method (P, R over (trace, retrieved chunk) pairs; figures: retrieved, in_context, cited,")
+    print("\nby method (P, R over (trace, retrieved chunk) pairs where in_context was given; figures: retrieved, in_context, cited,")
     print("invalid_citations, context_precision, recall_proxy against the known answers, to 1e-9)\n")
     header = f"{'method':<10} {'incl. P':>8} {'incl. R':>8} {'cite P':>7} {'cite R':>7} {'right':>7} {'not meas.':>9} {'avoidable':>9} {'wrong':>6}"
     print(header)

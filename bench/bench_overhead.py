@@ -251,7 +251,7 @@ OPENINFERENCE = True  # --no-openinference: ragtrace's OpenInference attributes 
 
 
 def use(provider: TracerProvider, mode: str) -> None:
-    rt_config.configure(tracer_provider=provider, capture_content=mode, openinference=OPENINFERENCE)
+    rt_config.configure(tracer_provider=provider, capture_content=mode, openinference=OPENINFERENCE, hash_key=handwritten_rag.HASH_KEY)
 
 
 def capture_plan(mode: str) -> tuple[SpanPlan, list[tuple[Any, ...]]]:

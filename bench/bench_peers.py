@@ -6,7 +6,8 @@ generate a 300-character answer citing [1] and [3]. Each side instruments it its
 
 - **hand-written OTel (8 attrs/span)**: what a team adds by hand, the reference (1.00);
 - **OTel replaying ragtrace's exact spans** (``bench_overhead.plan_from``): the SDK floor for
-  ragtrace's attribute volume, for information;
+  ragtrace's attribute volume, for information; with it the other floors of ``peer_floors.py``
+  (the same spans computed by hand, the redact replay, the metric records replayed);
 - **ragtrace** with its context managers, content on (default), redact, ``openinference=False``;
 - **peers**, each in its own venv under ``.venv-peers/`` (installed on first use, then reused):
   Traceloop ``@workflow``/``@task``, OpenInference's ``OITracer`` decorators, Langfuse ``@observe``,
@@ -58,6 +59,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
+import peer_floors  # noqa: E402  (bench/)
 import peer_workload as w  # noqa: E402  (bench/, stdlib only)
 
 PEER_VENVS = ROOT / ".venv-peers"
@@ -153,6 +155,10 @@ class Variant:
 VARIANTS = [
     Variant("otel-8", "hand-written OTel (8 attrs/span)"),
     Variant("otel-replay", "OTel replaying ragtrace's exact spans"),
+    Variant("otel-replay-redact", "OTel replaying ragtrace's exact spans, redact"),
+    Variant("hand-computed", "the same spans computed by hand (`bench/handwritten_rag.py`)"),
+    Variant("hand-computed-redact", "the same spans computed by hand, redact"),
+    Variant("otel-replay-metrics", "OTel replaying ragtrace's spans and metric records"),
     Variant("ragtrace-full", "**ragtrace, content on (default)**"),
     Variant("ragtrace-redact", "ragtrace, redact"),
     Variant("ragtrace-no-oi", "ragtrace, `openinference=False`"),
@@ -301,6 +307,8 @@ def setup_project(key: str) -> Setup:
     from ragtrace._internal.setup import config as rt_config
     from ragtrace._internal.core import guard as rt_guard
 
+    import handwritten_rag
+
     rt_guard.set_strict(True)  # a ragtrace bug fails the benchmark instead of hiding behind the guard
     _check_ragtrace_prompt()
     version = f"ragtrace {ragtrace.__version__}" if hasattr(ragtrace, "__version__") else ""
@@ -315,24 +323,24 @@ def setup_project(key: str) -> Setup:
     batch = key.endswith("-batch")
     if base == "otel-8":
         return Setup(otel8_pipeline(provider.get_tracer("bench")), provider.force_flush, exporter, batch=batch)
-    modes = {"ragtrace-full": ("full", True), "ragtrace-redact": ("redact", True), "ragtrace-no-oi": ("full", False), "otel-replay": ("full", True), "ragtrace-metrics": ("full", True)}
+    modes = {"ragtrace-full": ("full", True), "ragtrace-redact": ("redact", True), "ragtrace-no-oi": ("full", False), "otel-replay": ("full", True),
+             "ragtrace-metrics": ("full", True), "otel-replay-redact": ("redact", True), "hand-computed": ("full", True),
+             "hand-computed-redact": ("redact", True), "otel-replay-metrics": ("full", True)}
     mode, openinference = modes[base]
     meters = None
-    if base == "ragtrace-metrics":  # every metric recorded too, read in memory (what a scrape endpoint reads)
+    if base in ("ragtrace-metrics", "otel-replay-metrics"):  # every metric recorded too, read in memory (what a scrape endpoint reads)
         from opentelemetry.sdk.metrics import MeterProvider
         from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
         meters = MeterProvider(metric_readers=[InMemoryMetricReader()])
-    rt_config.configure(tracer_provider=provider, meter_provider=meters, capture_content=mode, openinference=openinference)
-    if base == "otel-replay":
-        import bench_overhead
-
-        ragtrace_pipeline(w.QUERY)
-        provider.force_flush()
-        plan = bench_overhead.plan_from(exporter.get_finished_spans())
-        exporter.clear()
-        tracer = provider.get_tracer("handwritten")
-        return Setup(lambda query: bench_overhead.handwritten(tracer, plan), provider.force_flush, exporter, batch=batch)
+    # a shared hash key, as the warning without one asks (and the hand-computed rows compute rag.query.hash with it)
+    rt_config.configure(tracer_provider=provider, meter_provider=meters, capture_content=mode, openinference=openinference,
+                        hash_key=handwritten_rag.HASH_KEY)
+    if base.startswith("otel-replay"):
+        replay = peer_floors.span_replay(provider, exporter, ragtrace_pipeline, metrics=base == "otel-replay-metrics")
+        return Setup(replay, provider.force_flush, exporter, batch=batch)
+    if base.startswith("hand-computed"):
+        return Setup(peer_floors.hand_computed(provider, exporter, ragtrace_pipeline, mode == "full"), provider.force_flush, exporter, batch=batch)
     return Setup(ragtrace_pipeline, provider.force_flush, exporter, version=version, batch=batch)
 
 
@@ -672,6 +680,18 @@ def print_table(rows: list[Row], args: argparse.Namespace) -> None:
             call = statistics.median(r["call_ns"] for r in row.results) if "call_ns" in row.results[0] else None
             print(f"| {versioned(row)} | {_ratios(row, reference, 'request_us'):.3f} | {median(row, 'request_us'):.2f} | "
                   f"{f'{call:.0f}' if call is not None else '–'} |")
+    by_key = {r.variant.key: r for r in rows if r.baseline is None}
+
+    def us(key: str) -> float | None:
+        row = by_key.get(key)
+        return median(row, "request_us") if row is not None and row.results else None
+
+    def ratio(key: str) -> float | None:
+        row = by_key.get(key)
+        return _ratios(row, reference, "request_us") if row is not None and row.results else None
+
+    print("\n## Against the floors (same run; see bench/peer_floors.py)\n")
+    print("\n".join(peer_floors.summary(us, ratio)))
     for name, peer in PEERS.items():
         if peer.why:
             print(f"\n{name}: {peer.requirements[0]}: {peer.why}.")

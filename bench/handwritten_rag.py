@@ -34,9 +34,16 @@ RERANK_MODEL, RERANK_PROVIDER, TOP_N = "bge-reranker-v2", "local", 5
 CHAT_MODEL, CHAT_PROVIDER = "gpt-4o-mini", "openai"
 MAX_TOKENS = 3000
 
+# The key of rag.query.hash, given to ragtrace too (configure(hash_key=...)) so both sides agree.
+HASH_KEY = b"bench-shared-hash-key"
+REDACTED = "[redacted]"
+
 # The prompt the application sends: sources as "[n] text" separated by a blank line.
-PROMPT_HEAD = "Answer the question using only the sources below. Cite the sources you use as [n].\n\nSources:\n"
-PROMPT_TAIL = "\n\nQuestion: {question}\nAnswer:"
+TEMPLATE = (
+    "Answer the question using only the sources below. Cite the sources you use as [n].\n\n"
+    "Sources:\n{context}\n\nQuestion: {question}\nAnswer:"
+)
+PROMPT_HEAD, _, PROMPT_TAIL = TEMPLATE.partition("{context}")
 SEPARATOR = "\n\n"
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")  # words and punctuation marks
@@ -60,8 +67,10 @@ def _label(score: float) -> str:
 
 
 def query_hash(query: str) -> str:
-    """sha256 of the lower-cased, whitespace-collapsed query (joins redacted traces to a golden set)."""
-    return hashlib.sha256(" ".join(query.lower().split()).encode()).hexdigest()[:16]
+    """Keyed BLAKE2b of the lower-cased, whitespace-collapsed query (joins redacted traces to a
+    golden set): 8 bytes, the query purpose as personalisation, the shared key."""
+    hasher = hashlib.blake2b(" ".join(query.lower().split()).encode(), digest_size=8, key=HASH_KEY, person=b"ragtrace-query")
+    return hasher.hexdigest()
 
 
 def run(
@@ -81,9 +90,9 @@ def run(
     benchmark's per-stage clock)."""
     with tracer.start_as_current_span(f"invoke_workflow {WORKFLOW}", kind=INTERNAL) as root:
         attrs: dict[str, Any] = {
-            "gen_ai.workflow.name": WORKFLOW,
-            "gen_ai.operation.name": "invoke_workflow",
             "rag.stage": "pipeline",
+            "gen_ai.operation.name": "invoke_workflow",
+            "gen_ai.workflow.name": WORKFLOW,
             "rag.content_mode": "full" if content else "redact",
             "rag.pipeline.version": VERSION,
             "rag.query.hash": query_hash(query),
@@ -103,7 +112,7 @@ def run(
         retrieved = _retrieve(tracer, query, docs, content, openinference)
         if tick:
             tick()
-        _rerank(tracer, docs, reranked, content, openinference)
+        _rerank(tracer, docs, reranked, openinference)
         if tick:
             tick()
         prompt, placed, context_span_id = _assemble(tracer, query, docs, reranked, content, openinference)
@@ -113,18 +122,10 @@ def run(
         if tick:
             tick()
 
-        attrs = dict(figures)
-        if openinference:
-            if content:
-                attrs["output.value"] = answer
-                attrs["output.mime_type"] = TEXT
-            for index, name in enumerate(EVALUATED):
-                score = figures[f"rag.metrics.{name}"]
-                prefix = f"trace.evaluations.{index}.evaluation."
-                attrs[prefix + "name"] = "ragtrace." + name
-                attrs[prefix + "score"] = score
-                attrs[prefix + "label"] = _label(score)
-                attrs[prefix + "annotator_kind"] = "CODE"
+        attrs = {"rag.metrics.inclusion_method": "recorded", **figures}
+        if openinference and content:
+            attrs["output.value"] = answer
+            attrs["output.mime_type"] = TEXT
         root.set_attributes(attrs)
         for name in EVALUATED:
             score = figures[f"rag.metrics.{name}"]
@@ -139,8 +140,8 @@ def _embed(tracer: trace.Tracer, vector: Sequence[float], openinference: bool) -
     with tracer.start_as_current_span(f"embeddings {EMBED_MODEL}", kind=CLIENT) as span:
         input_tokens = 12  # what the embedding API reported
         attrs: dict[str, Any] = {
-            "gen_ai.operation.name": "embeddings",
             "rag.stage": "embed",
+            "gen_ai.operation.name": "embeddings",
             "gen_ai.provider.name": EMBED_PROVIDER,
             "gen_ai.request.model": EMBED_MODEL,
             "gen_ai.embeddings.dimension.count": len(vector),
@@ -148,7 +149,6 @@ def _embed(tracer: trace.Tracer, vector: Sequence[float], openinference: bool) -
         }
         if openinference:
             attrs["openinference.span.kind"] = "EMBEDDING"
-            attrs["embedding.model_name"] = EMBED_MODEL
             attrs["llm.token_count.prompt"] = input_tokens
             attrs["llm.token_count.total"] = input_tokens
         span.set_attributes(attrs)
@@ -159,28 +159,22 @@ def _retrieve(
 ) -> list[tuple[str, int, str]]:
     """(id, rank, content hash) of each retrieved chunk, for the figures."""
     with tracer.start_as_current_span(f"retrieval {DATA_SOURCE}", kind=CLIENT) as span:
-        ids = [doc["id"] for doc in docs]
-        scores = [doc["score"] for doc in docs]
         attrs: dict[str, Any] = {
-            "gen_ai.operation.name": "retrieval",
             "rag.stage": "retrieve",
+            "gen_ai.operation.name": "retrieval",
             "gen_ai.data_source.id": DATA_SOURCE,
             "gen_ai.retrieval.top_k": TOP_K,
-            "rag.retrieval.chunk_ids": ids,
-            "rag.retrieval.scores": scores,
-            "rag.retrieval.ranks": list(range(1, len(docs) + 1)),
-            "rag.retrieval.result_count": len(docs),
-            "rag.retrieval.top_score": max(scores),
             "gen_ai.retrieval.documents": _json([{"id": doc["id"], "score": doc["score"]} for doc in docs]),
+            "rag.retrieval.chunk_ids": [doc["id"] for doc in docs],
+            "rag.retrieval.result_count": len(docs),
+            "rag.retrieval.top_score": max(doc["score"] for doc in docs),
         }
         if content:
             attrs["gen_ai.retrieval.query.text"] = query
-        if openinference:
+        if openinference:  # ids and scores are in gen_ai.retrieval.documents: the text only
             attrs["openinference.span.kind"] = "RETRIEVER"
-            if content:
-                attrs["input.value"] = query
-                attrs["input.mime_type"] = TEXT
-            _documents(attrs, "retrieval.documents", docs, content)
+            for index, doc in enumerate(docs):
+                attrs[f"retrieval.documents.{index}.document.content"] = doc["content"] if content else REDACTED
         span.set_attributes(attrs)
         return [
             (doc["id"], rank, hashlib.blake2b(doc["content"].encode(), digest_size=8).hexdigest())
@@ -188,38 +182,35 @@ def _retrieve(
         ]
 
 
-def _documents(attrs: dict[str, Any], key: str, docs: Sequence[dict[str, Any]], content: bool) -> None:
-    """OpenInference's flattened document list: ``key.{i}.document.id/score[/content]``."""
+def _documents(attrs: dict[str, Any], key: str, docs: Sequence[dict[str, Any]]) -> None:
+    """OpenInference's flattened document list: ``key.{i}.document.id/score``."""
     for index, doc in enumerate(docs):
         prefix = f"{key}.{index}.document."
         attrs[prefix + "id"] = doc["id"]
         attrs[prefix + "score"] = doc["score"]
-        if content:
-            attrs[prefix + "content"] = doc["content"]
 
 
-def _rerank(
-    tracer: trace.Tracer, docs: Sequence[dict[str, Any]], reranked: Sequence[dict[str, Any]], content: bool, openinference: bool
-) -> None:
+def _rerank(tracer: trace.Tracer, docs: Sequence[dict[str, Any]], reranked: Sequence[dict[str, Any]], openinference: bool) -> None:
     with tracer.start_as_current_span(f"rerank {RERANK_MODEL}", kind=CLIENT) as span:
         attrs: dict[str, Any] = {
-            "gen_ai.operation.name": "rerank",
             "rag.stage": "rerank",
+            "gen_ai.operation.name": "rerank",
             "gen_ai.provider.name": RERANK_PROVIDER,
             "gen_ai.request.model": RERANK_MODEL,
             "rag.rerank.top_n": TOP_N,
             "rag.rerank.input_count": len(docs),
             "rag.rerank.output_count": len(reranked),
-            "rag.rerank.input_ids": [doc["id"] for doc in docs],
             "rag.rerank.output_ids": [doc["id"] for doc in reranked],
-            "rag.rerank.output_scores": [doc["score"] for doc in reranked],
         }
-        if openinference:
+        if openinference:  # the documents carry the input ids and the output scores
             attrs["openinference.span.kind"] = "RERANKER"
             attrs["reranker.model_name"] = RERANK_MODEL
             attrs["reranker.top_k"] = TOP_N
-            _documents(attrs, "reranker.input_documents", docs, False)
-            _documents(attrs, "reranker.output_documents", reranked, content)
+            _documents(attrs, "reranker.input_documents", docs)
+            _documents(attrs, "reranker.output_documents", reranked)
+        else:
+            attrs["rag.rerank.input_ids"] = [doc["id"] for doc in docs]
+            attrs["rag.rerank.output_scores"] = [doc["score"] for doc in reranked]
         span.set_attributes(attrs)
 
 
@@ -267,25 +258,26 @@ def _assemble(
         positions = list(range(1, len(placed) + 1))
         attrs: dict[str, Any] = {
             "rag.stage": "assemble",
-            "rag.context.inclusion_method": "recorded",
             "rag.context.chunk_ids": list(placed),
             "rag.context.positions": positions,
             "rag.context.labels": [str(p) for p in positions],
             "rag.context.char_starts": starts,
             "rag.context.char_ends": ends,
             "rag.context.chunk_tokens": tokens,
-            "rag.context.truncated": [False] * len(placed),
             "rag.context.truncated_count": 0,
             "rag.context.total_tokens": used,
             "rag.context.max_tokens": MAX_TOKENS,
             "rag.context.dropped_ids": dropped_ids,
             "rag.context.dropped_reasons": dropped_reasons,
+            "rag.context.inclusion_method": "recorded",
         }
         if openinference:
             attrs["openinference.span.kind"] = "PROMPT"
             if content:
                 attrs["output.value"] = prompt
                 attrs["output.mime_type"] = TEXT
+                attrs["llm.prompt_template.template"] = TEMPLATE
+                attrs["llm.prompt_template.variables"] = _json({"question": query})
         span.set_attributes(attrs)
         return prompt, placed, format(span.get_span_context().span_id, "016x")
 
@@ -312,18 +304,22 @@ def _generate(
                 invalid[label] = None
         figures = _figures(retrieved, placed, list(cited), len(invalid))
         attrs: dict[str, Any] = {
-            "gen_ai.operation.name": "chat",
             "rag.stage": "generate",
+            "gen_ai.operation.name": "chat",
             "gen_ai.provider.name": CHAT_PROVIDER,
             "gen_ai.request.model": CHAT_MODEL,
             "rag.generation.role": "answer",
+            "rag.metrics.inclusion_method": "recorded",
             "rag.generation.context_span_id": context_span_id,
             "rag.citation.ids": list(cited),
             "rag.citation.valid_count": len(cited),
-            "rag.citation.invalid_count": len(invalid),
-            "rag.citation.invalid_labels": list(invalid) if content else [],
             "rag.citation.format": "inline" if cited or invalid else "none",
             "rag.citation.conformant": bool(cited or invalid),
+            "rag.citation.invalid_count": len(invalid),
+            # "[n]" labels name placed chunks only: none is out of context or unknown here
+            "rag.citation.out_of_context_count": 0,
+            "rag.citation.unknown_count": 0,
+            "rag.citation.invalid_labels": list(invalid) if content else [],
             **figures,
         }
         if content:
@@ -333,17 +329,14 @@ def _generate(
             )
         if openinference:
             attrs["openinference.span.kind"] = "LLM"
-            attrs["llm.model_name"] = CHAT_MODEL
-            attrs["llm.provider"] = CHAT_PROVIDER
-            attrs["llm.input_messages.0.message.role"] = "user"
-            attrs["llm.output_messages.0.message.role"] = "assistant"
-            if content:
-                attrs["llm.input_messages.0.message.content"] = prompt
-                attrs["llm.output_messages.0.message.content"] = answer
-                attrs["input.value"] = prompt
-                attrs["input.mime_type"] = TEXT
+            if content:  # the messages are in gen_ai.*.messages: the answer once more, as OpenInference's output
                 attrs["output.value"] = answer
                 attrs["output.mime_type"] = TEXT
+            else:
+                attrs["llm.input_messages.0.message.role"] = "user"
+                attrs["llm.input_messages.0.message.content"] = REDACTED
+                attrs["llm.output_messages.0.message.role"] = "assistant"
+                attrs["llm.output_messages.0.message.content"] = REDACTED
         span.set_attributes(attrs)
         return figures
 
@@ -372,6 +365,8 @@ def _figures(
         "rag.metrics.context_precision": sum(1 for c in placed if c in rank) / len(rank),
         "rag.metrics.cited": len(cited),
         "rag.metrics.invalid_citations": invalid,
+        "rag.metrics.out_of_context_citations": 0,
+        "rag.metrics.unknown_citations": 0,
         "rag.metrics.recall_proxy": sum(1 for c in cited if c in rank) / len(rank),
         "rag.metrics.recall_proxy_weighted": math.fsum(1.0 / rank[c] for c in cited if c in rank)
         / math.fsum(1.0 / r for r in rank.values()),

@@ -39,6 +39,9 @@ def test_recorded_and_declared_are_exactly_right_on_every_scenario(bench):
     for method in bench.METHODS:  # every method saw every request, inferred through ragtrace report's reader
         assert totals[method].traces == 66, method
         assert totals[method].tp > 0
+        # the searches may leave a figure out (not measurable), never give a wrong one: an LLM
+        # grader's call beside an answer shown the chunks alike is no answer's context
+        assert totals[method].wrong == 0, (method, totals[method].wrong_examples)
 
 
 def test_the_searches_read_every_issue_36_case_right(bench):
@@ -67,6 +70,18 @@ def test_the_scoring_catches_a_wrong_figure(bench):
     score.add(truth, bench.Reading({"a", "b"}, {"a"}, {k: v for k, v in truth.figures().items() if k != "recall_proxy"}), "left out")
     assert (score.tp, score.fp, score.fn) == (5, 1, 1)
     assert (score.right, score.wrong, score.unmeasured) == (1, 1, 1) and not score.exact
+
+
+def test_a_context_left_out_counts_as_not_measurable_not_as_missed_chunks(bench):
+    """A reading with no in_context figure (answer_call_ambiguous) claims no chunk in or out: it
+    adds no pair to the in-context P / R, and the trace counts as not measurable."""
+    truth = bench.Truth(["a", "b", "c"], {"a", "b"}, {"a"}, 0, unmeasurable=("cited", "invalid_citations", "recall_proxy"))
+    score = bench.Score()
+    score.add(truth, bench.Reading(set(), set(), {"retrieved": 3}), "context left out")
+    assert (score.tp, score.fp, score.fn) == (0, 0, 0)
+    assert (score.right, score.wrong, score.unmeasured) == (0, 0, 1)
+    score.add(truth, bench.Reading({"a"}, set(), {"retrieved": 3, "in_context": 1, "context_precision": 1 / 3}), "one chunk missed")
+    assert (score.tp, score.fp, score.fn) == (1, 0, 1) and score.wrong == 1
 
 
 def test_a_figure_given_where_the_truth_is_not_measurable_is_wrong(bench):

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ragtrace._internal.stages.spans import compact_json, id_score_json
+from ragtrace._internal.stages.spans import compact_json, id_score_json, messages_json, messages_text
 
 IDS = st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_size=12)  # escapes, non-ASCII, lone surrogates
 SCORES = st.one_of(st.none(), st.floats(allow_nan=False, allow_infinity=False), st.integers(-5, 5))
@@ -26,6 +26,32 @@ def test_id_score_json_of_hand_picked_values():
         '{"id":"z","score":1.0},{"id":"w","score":123456789.12345679},{"id":"n","score":3}]'
     )
     assert id_score_json([]) == "[]"
+
+
+@given(st.lists(st.tuples(IDS, IDS), max_size=4), st.one_of(st.none(), IDS, st.lists(IDS, max_size=2)))
+def test_messages_text_is_what_the_encoder_writes(messages, finish_reason):
+    shaped = messages_json(messages, 10**6)
+    assert messages_text(shaped) == compact_json(shaped)
+    if shaped:  # the output message's shape: a finish reason after the parts, of any type
+        shaped[0]["finish_reason"] = finish_reason
+        assert messages_text(shaped) == compact_json(shaped)
+
+
+def test_messages_text_of_other_shapes_is_the_encoders():
+    part = {"type": "text", "content": "x"}
+    for shaped in (
+        [{"role": "user", "parts": [part, part]}],  # two parts
+        [{"role": "user", "parts": [{"type": "image", "content": "x"}]}],
+        [{"role": "user", "parts": [{"content": "x", "type": "text"}]}],  # another key order
+        [{"parts": [part], "role": "user"}],
+        [{"role": "user", "parts": [part], "name": "n"}],
+        [{"role": 3, "parts": [part]}],
+        [{"role": "user", "parts": [{"type": "text", "content": 1.5}]}],
+        [{"role": "user", "parts": (part,)}],
+    ):
+        assert messages_text(shaped) == compact_json(shaped)
+    message = {"role": "assistant", "parts": [{"type": "text", "content": 'a"\\\n\u2028\ud800'}], "finish_reason": "stop"}
+    assert messages_text([message]) == '[{"role":"assistant","parts":[{"type":"text","content":"a\\"\\\\\\n\u2028\ud800"}],"finish_reason":"stop"}]'
 
 
 def test_id_score_json_refuses_what_the_encoder_refuses():

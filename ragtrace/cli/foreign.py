@@ -375,6 +375,8 @@ def _infer(
     # a call that wrote no text (an agent's tool call) beside one that did is no answer: its
     # prompt (an earlier round) is not the answer's context
     spoke = any(text is not None and text.strip() for text in outputs)
+    if _answer_call_ambiguous([record.placements for (_, record), text in zip(chosen, outputs) if text is not None and (text.strip() or not spoke)]):
+        return [], [], names.STATUS_ANSWER_CALL_AMBIGUOUS
     answers: list[Answer] = []
     contexts: list[list[Placement]] = []
     for (span, record), text in zip(chosen, outputs):
@@ -389,3 +391,17 @@ def _infer(
         if citations is not None and not citations.conformant:
             row.nonconformant += 1
     return answers, ([] if answers else contexts), None
+
+
+def _answer_call_ambiguous(contexts: list[list[Placement]]) -> bool:
+    """Whether two calls that wrote text show some of the same chunks but not the same ones.
+
+    The answer and an LLM grader shown every retrieved chunk, or the answer and a relevance grader
+    shown one chunk at a time, share chunks, and from the trace alone (no role, the same label
+    style or none) either could be the answer: counting both would credit the grader's chunks as
+    in context, picking one would be a guess. Calls showing the same chunks give the same context
+    whichever answered; calls showing disjoint chunks (a refine or map step per window of chunks)
+    are steps of one answer over their union.
+    """
+    shown = [frozenset(p.chunk_id for p in placements) for placements in contexts]
+    return any(a & b and a != b for i, a in enumerate(shown) for b in shown[i + 1 :])

@@ -20,6 +20,7 @@ from .._internal.core.figures import (
     STATUS_UNREADABLE_RETRIEVAL,
 )
 from .._internal.names import (
+    STATUS_ANSWER_CALL_AMBIGUOUS,
     METRIC_CONTEXT_PRECISION,
     METRIC_CONTEXT_UTILIZATION,
     METRIC_INVALID_CITATIONS,
@@ -58,6 +59,7 @@ REASON_TEXT = {
     STATUS_NO_CHUNK_TEXT: "no chunk text to locate",
     STATUS_NO_PROMPT: "no prompt to search",
     STATUS_PROMPT_TOO_LARGE: "prompt too large to search",
+    STATUS_ANSWER_CALL_AMBIGUOUS: "several model calls show some of the same chunks; which one answered can't be told",
     STATUS_CITATIONS_FILE_LEVEL: "citations name files, not chunks (a cited file has several results; the file_* figures are measured)",
     STATUS_FILES_UNKNOWN: "the file of a retrieved or in-context chunk is not known (no file-level figures)",
     STATUS_RESULTS_NOT_INCLUDED: 'file_search results not included (include=["file_search_call.results"])',

@@ -7,9 +7,12 @@ OpenInference, OpenLLMetry and GenAI-semconv instrumentations write them.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from opentelemetry.trace import Tracer
 
 from ragtrace._internal import names
 
@@ -34,19 +37,7 @@ def openinference(
 ) -> None:
     """One RetrievalQA run (d1-d4 retrieved, the answer shown d1, d2); ``judge_prompt``: a judge's
     model call after the answer, shown that prompt; ``retrieved``: the documents the retriever returns."""
-    provider = provider_to(path, service="oi-app")
-    tracer = provider.get_tracer("openinference.instrumentation.langchain")
-    with tracer.start_as_current_span("RetrievalQA") as root:
-        root.set_attribute(names.OI_SPAN_KIND, names.OI_KIND_CHAIN)
-        root.set_attribute(names.OI_INPUT_VALUE, QUESTION)
-        with tracer.start_as_current_span("VectorStoreRetriever") as retriever:
-            retriever.set_attribute(names.OI_SPAN_KIND, names.OI_KIND_RETRIEVER)
-            retriever.set_attribute(names.OI_INPUT_VALUE, QUESTION)
-            for index, doc in enumerate(docs(*retrieved)):
-                retriever.set_attribute(names.indexed(names.OI_RETRIEVAL_DOCUMENTS, index, names.OI_DOCUMENT_ID), doc["id"])
-                retriever.set_attribute(names.indexed(names.OI_RETRIEVAL_DOCUMENTS, index, names.OI_DOCUMENT_SCORE), doc["score"])
-                if content:
-                    retriever.set_attribute(names.indexed(names.OI_RETRIEVAL_DOCUMENTS, index, names.OI_DOCUMENT_CONTENT), doc["content"])
+    with _retrieval_qa(path, retrieved, content) as tracer:
         with tracer.start_as_current_span("ChatOpenAI") as llm:
             llm.set_attribute(names.OI_SPAN_KIND, names.OI_KIND_LLM)
             if prompt:
@@ -61,6 +52,26 @@ def openinference(
                 judge.set_attribute(names.OI_SPAN_KIND, names.OI_KIND_LLM)
                 judge.set_attribute(names.OI_INPUT_VALUE, judge_prompt)
                 judge.set_attribute(names.indexed(names.OI_LLM_OUTPUT_MESSAGES, 0, names.OI_MESSAGE_CONTENT), "Score: 4")
+
+
+@contextmanager
+def _retrieval_qa(path: Path, retrieved: tuple[str, ...] = ("d1", "d2", "d3", "d4"), content: bool = True) -> Iterator[Tracer]:
+    """A RetrievalQA root and its retriever's documents in OpenInference spans; the model calls
+    are the caller's, made with the tracer yielded, inside the root."""
+    provider = provider_to(path, service="oi-app")
+    tracer = provider.get_tracer("openinference.instrumentation.langchain")
+    with tracer.start_as_current_span("RetrievalQA") as root:
+        root.set_attribute(names.OI_SPAN_KIND, names.OI_KIND_CHAIN)
+        root.set_attribute(names.OI_INPUT_VALUE, QUESTION)
+        with tracer.start_as_current_span("VectorStoreRetriever") as retriever:
+            retriever.set_attribute(names.OI_SPAN_KIND, names.OI_KIND_RETRIEVER)
+            retriever.set_attribute(names.OI_INPUT_VALUE, QUESTION)
+            for index, doc in enumerate(docs(*retrieved)):
+                retriever.set_attribute(names.indexed(names.OI_RETRIEVAL_DOCUMENTS, index, names.OI_DOCUMENT_ID), doc["id"])
+                retriever.set_attribute(names.indexed(names.OI_RETRIEVAL_DOCUMENTS, index, names.OI_DOCUMENT_SCORE), doc["score"])
+                if content:
+                    retriever.set_attribute(names.indexed(names.OI_RETRIEVAL_DOCUMENTS, index, names.OI_DOCUMENT_CONTENT), doc["content"])
+        yield tracer
     provider.shutdown()
 
 
@@ -434,3 +445,77 @@ def test_an_agent_shown_two_rounds_that_share_labels_is_unresolved(cli, tmp_path
     row, _ = _row(cli, path)
     assert (row["retrieved"], row["in_context"]) == (4, 4)
     assert "citations_unresolved" in row["status"] and row["cited"] is None
+
+
+def _calls(path: Path, calls: list[tuple[str, str]]) -> None:
+    """A RetrievalQA run in OpenInference spans: d1-d4 retrieved, then one model call per
+    (prompt, output), the prompt a string (``input.value``), nothing saying which call answered."""
+    with _retrieval_qa(path) as tracer:
+        for prompt, output in calls:
+            with tracer.start_as_current_span("ChatOpenAI") as llm:
+                llm.set_attribute(names.OI_SPAN_KIND, names.OI_KIND_LLM)
+                llm.set_attribute(names.OI_INPUT_VALUE, prompt)
+                llm.set_attribute(names.indexed(names.OI_LLM_OUTPUT_MESSAGES, 0, names.OI_MESSAGE_CONTENT), output)
+
+
+def _bare(*ids: str) -> str:
+    """Chunks joined with no label, as LangChain's default ``format_docs`` joins them."""
+    return "\n\n".join(d["content"] for d in docs(*ids))
+
+
+def _bare_answer(*ids: str) -> tuple[str, str]:
+    return f"Use the following context to answer.\n\n{_bare(*ids)}\n\nQuestion: {QUESTION}", "BM25 ranks terms lexically."
+
+
+GRADE_ALL = "Rate 1-5 how well the answer is supported by these passages.\n\n"
+
+
+@pytest.mark.parametrize(
+    "calls",
+    [
+        # the answer shown d1, d2 unlabelled, then a judge shown all four unlabelled
+        [_bare_answer("d1", "d2"), (GRADE_ALL + _bare("d1", "d2", "d3", "d4"), "Score: 4")],
+        # the same, the judge first (a pre-answer check)
+        [(GRADE_ALL + _bare("d1", "d2", "d3", "d4"), "Score: 4"), _bare_answer("d1", "d2")],
+        # both labelled alike: the answer [1]-[2], the judge [1]-[4]
+        [(_sources("d1", "d2") + f"\n\nQuestion: {QUESTION}", "BM25 ranks lexically [1]."), (GRADE_ALL + _sources("d1", "d2", "d3", "d4"), "Score: 4")],
+        # a relevance grader shown one chunk per call (corrective RAG), then the answer shown the kept two
+        [*((f"Is this document relevant to '{QUESTION}'? Answer yes or no.\n\n{_bare(i)}", "yes" if i < "d3" else "no") for i in ("d1", "d2", "d3", "d4")), _bare_answer("d1", "d2")],
+    ],
+    ids=["judge-after", "judge-first", "both-labelled", "per-chunk-grader"],
+)
+def test_calls_sharing_some_chunks_leave_the_answer_unknown(cli, tmp_path, calls):
+    """Two calls that wrote text show some of the same chunks, but not the same ones, and nothing in
+    the trace says which answered. The truth is C = {d1, d2}; counting every call's chunks gave
+    in_context 4 and precision 1.0. Not measurable (answer_call_ambiguous); R's figures stay."""
+    path = tmp_path / "two-calls.jsonl"
+    _calls(path, calls)
+    row, _ = _row(cli, path)
+    assert row["verdict"] == "not measurable" and row["status"][0] == names.STATUS_ANSWER_CALL_AMBIGUOUS
+    assert row["retrieved"] == 4 and row["duplicate_chunks"] == 0
+    for figure in ("in_context", "context_precision", "cited", "invalid_citations", "recall_proxy", "wasted_context_tokens", "cited_positions"):
+        assert row[figure] is None, figure
+    assert "no_context" not in row["status"] and "no_answer" not in row["status"]
+
+
+def test_a_grader_shown_the_answers_own_chunks_keeps_the_figures(cli, tmp_path):
+    """A groundedness check shown exactly the answer's chunks: the context is C = {d1, d2}
+    whichever call answered, so the figures stand (K = {} as neither cites)."""
+    path = tmp_path / "same-chunks.jsonl"
+    _calls(path, [_bare_answer("d1", "d2"), ("Is the answer grounded in these facts?\n\n" + _bare("d1", "d2"), "yes")])
+    row, _ = _row(cli, path)
+    assert (row["retrieved"], row["in_context"], row["cited"]) == (4, 2, 0)
+    assert row["context_precision"] == 0.5 and row["recall_proxy"] == 0.0
+    assert names.STATUS_ANSWER_CALL_AMBIGUOUS not in row["status"]
+
+
+def test_refine_steps_over_disjoint_chunks_are_one_answer(cli, tmp_path):
+    """A refine chain: the first call shown d1, d2, the second the draft and d3. No chunk is shown
+    twice, so the calls are steps of one answer: C = {d1, d2, d3} (the SDK scores refine alike)."""
+    path = tmp_path / "refine.jsonl"
+    refine = f"The original query is: {QUESTION}\nExisting answer: BM25 ranks terms lexically.\nRefine it with this context:\n\n{_bare('d3')}"
+    _calls(path, [_bare_answer("d1", "d2"), (refine, "BM25 ranks terms lexically; rerankers reorder them.")])
+    row, _ = _row(cli, path)
+    assert (row["retrieved"], row["in_context"], row["cited"]) == (4, 3, 0)
+    assert row["context_precision"] == 0.75
+    assert names.STATUS_ANSWER_CALL_AMBIGUOUS not in row["status"]

@@ -99,9 +99,11 @@ def classify(citations: CitationResult, context: ContextRecord | None, retrieved
     measurable (``citations_unresolved``) instead of a made-up count.
     """
     placements = context.placements if context is not None else None
-    if citations.invalid_labels and context is not None and unresolvable(context, citations.invalid_labels):
+    if not citations.invalid_labels:  # the common answer: every citation resolved
+        return Scored(figures.Answer(placements, citations.cited_ids), citations)
+    if context is not None and unresolvable(context, citations.invalid_labels):
         return Scored(figures.Answer(placements, citations.cited_ids, unmeasured=figures.STATUS_CITATIONS_UNRESOLVED), citations)
-    outside = _outside(context, retrieved) if citations.invalid_labels else {}
+    outside = _outside(context, retrieved)
     named = _named(outside, citations.invalid_labels)
     answer = figures.Answer(placements, citations.cited_ids, citations.invalid_count, len(named))
     return Scored(answer, citations, tuple(dict.fromkeys(named)))

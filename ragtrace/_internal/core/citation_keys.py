@@ -75,6 +75,10 @@ class KeyResolver:
 
     def group(self, text: str, strength: int) -> None:
         """The inside of one bracket (or one JSON string): a key, a list, a range, a prefix."""
+        chunk_id = self.exact.get(text)
+        if chunk_id is not None and not text.startswith("^") and text == text.strip():  # the common [1]: a label as it is
+            self.cited.setdefault(chunk_id, None)
+            return
         if text.lstrip().startswith("^"):  # [^note] is footnote syntax: meant as a citation
             strength = SOURCE
         key = strip_caret(text)

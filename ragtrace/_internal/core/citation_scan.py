@@ -177,6 +177,8 @@ class Scanner(KeyResolver):
         opens with a keyword, or a ``:`` right after one, is tried (found with C-level
         ``find``/``startswith``/``endswith`` on one lowered copy), each by an anchored, bounded
         match, at most ``MAX_PROSE_CITATIONS`` of them."""
+        if text.find("(", start, end) < 0 and text.find(":", start, end) < 0:
+            return  # neither mark: nothing to try (lowering makes no "(" or ":" of other characters)
         lowered = text[start:end].lower()
         tried = 0
         for mark, regex in (("(", PAREN_CITATION), (":", SOURCES_LINE)):

@@ -19,7 +19,7 @@ from ..core.provided import Provided, scored as provided_scored
 from ..core.guard import call_guarded, guard, warn_once
 from ..core.messages import as_messages
 from ..core.outputs import as_text, cut_off, is_streaming_response, read_output, read_piece, stream_pieces
-from .spans import all_passed, gate_messages, messages_json
+from .spans import all_passed, gate_messages, messages_json, messages_text
 from .assemble_stage import Assemble
 from .stage import Stage, float_or_none, int_or_none, set_figures
 
@@ -262,24 +262,8 @@ class Generate(Stage):
         if attrs is None or not attrs.recording:
             return
         usage = self._usage
-        attrs.set_many(
-            {
-                names.GEN_AI_USAGE_INPUT_TOKENS: int_or_none(usage.get("input_tokens"), "input_tokens"),
-                names.GEN_AI_USAGE_OUTPUT_TOKENS: int_or_none(usage.get("output_tokens"), "output_tokens"),
-                names.GEN_AI_RESPONSE_MODEL: as_text(usage.get("response_model")),
-                names.GEN_AI_RESPONSE_ID: as_text(usage.get("response_id")),
-                names.GEN_AI_RESPONSE_FINISH_REASONS: usage.get("finish_reasons"),
-                names.GEN_AI_REQUEST_STREAM: usage.get("stream"),
-                names.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: self.time_to_first_chunk,
-            }
-        )
-        if self.config.openinference:
-            prompt_tokens = int_or_none(usage.get("input_tokens"), "input_tokens")
-            completion_tokens = int_or_none(usage.get("output_tokens"), "output_tokens")
-            attrs.set(names.OI_LLM_TOKEN_COUNT_PROMPT, prompt_tokens)
-            attrs.set(names.OI_LLM_TOKEN_COUNT_COMPLETION, completion_tokens)
-            if prompt_tokens is not None and completion_tokens is not None:
-                attrs.set(names.OI_LLM_TOKEN_COUNT_TOTAL, int_or_none(prompt_tokens + completion_tokens, "total_tokens"))
+        if usage or self.time_to_first_chunk is not None:  # else every value below is None: nothing to write
+            self._usage_attributes(usage)
         if context is not None and context.span_id is not None:
             attrs.set(names.RAG_GENERATION_CONTEXT_SPAN_ID, context.span_id)
         citations = self.citations
@@ -320,6 +304,29 @@ class Generate(Stage):
             )
         self._content_attributes()
 
+    def _usage_attributes(self, usage: dict[str, Any]) -> None:
+        """What the provider reported about the call: tokens, response model and id, streaming."""
+        attrs = self.attrs
+        assert attrs is not None
+        attrs.set_many(
+            {
+                names.GEN_AI_USAGE_INPUT_TOKENS: int_or_none(usage.get("input_tokens"), "input_tokens"),
+                names.GEN_AI_USAGE_OUTPUT_TOKENS: int_or_none(usage.get("output_tokens"), "output_tokens"),
+                names.GEN_AI_RESPONSE_MODEL: as_text(usage.get("response_model")),
+                names.GEN_AI_RESPONSE_ID: as_text(usage.get("response_id")),
+                names.GEN_AI_RESPONSE_FINISH_REASONS: usage.get("finish_reasons"),
+                names.GEN_AI_REQUEST_STREAM: usage.get("stream"),
+                names.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: self.time_to_first_chunk,
+            }
+        )
+        if self.config.openinference:
+            prompt_tokens = int_or_none(usage.get("input_tokens"), "input_tokens")
+            completion_tokens = int_or_none(usage.get("output_tokens"), "output_tokens")
+            attrs.set(names.OI_LLM_TOKEN_COUNT_PROMPT, prompt_tokens)
+            attrs.set(names.OI_LLM_TOKEN_COUNT_COMPLETION, completion_tokens)
+            if prompt_tokens is not None and completion_tokens is not None:
+                attrs.set(names.OI_LLM_TOKEN_COUNT_TOTAL, int_or_none(prompt_tokens + completion_tokens, "total_tokens"))
+
     def _content_attributes(self) -> None:
         """The prompt and the answer, once per reader: ``gen_ai.input.messages`` /
         ``gen_ai.output.messages`` for GenAI backends, from which Phoenix derives
@@ -333,7 +340,11 @@ class Generate(Stage):
         if messages is not None:
             gated = gate_messages(messages, policy)  # each text through the policy once
             passed = all_passed(gated)
-            sent = passed is not None and self.attrs.json_list(names.GEN_AI_INPUT_MESSAGES, messages_json(passed, limit))
+            if passed is not None:
+                shaped = messages_json(passed, limit)
+                sent = self.attrs.json_list(names.GEN_AI_INPUT_MESSAGES, shaped, messages_text(shaped))
+            else:
+                sent = False
             if openinference and not sent:
                 for index, message in enumerate(messages[: self.config.max_documents]):
                     prefix = names.indexed(names.OI_LLM_INPUT_MESSAGES, index, "")
@@ -348,7 +359,7 @@ class Generate(Stage):
             if answer is not None:
                 output = messages_json(answer, limit)
                 output[0]["finish_reason"] = (self._usage.get("finish_reasons") or ["stop"])[0]
-                sent = self.attrs.json_list(names.GEN_AI_OUTPUT_MESSAGES, output)
+                sent = self.attrs.json_list(names.GEN_AI_OUTPUT_MESSAGES, output, messages_text(output))
             if openinference:
                 text = answer[0][1] if answer is not None else None
                 if not sent:

@@ -62,6 +62,32 @@ def id_score_json(pairs: Sequence[tuple[Any, Any]]) -> str:
     return "[" + ",".join(parts) + "]"
 
 
+_MESSAGE_KEYS = (("role", "parts"), ("role", "parts", "finish_reason"))
+
+
+def messages_text(messages: Sequence[Mapping[str, Any]]) -> str:
+    """``compact_json(messages)`` for the GenAI messages ``messages_json`` builds (a role, one text
+    part, then a finish reason), written directly with the encoder's own string escaping: the
+    encoder's dict and list machinery costs more than the strings, and the prompt goes out this
+    way on every generation. Any other shape or type goes through ``compact_json``."""
+    out = []
+    for message in messages:
+        parts = message.get("parts")
+        part = parts[0] if type(parts) is list and len(parts) == 1 else None
+        role, reason = message.get("role"), message.get("finish_reason", "")
+        if (
+            tuple(message) not in _MESSAGE_KEYS
+            or type(part) is not dict
+            or tuple(part) != ("type", "content")
+            or part["type"] != "text"
+            or not (type(role) is str and type(part["content"]) is str and type(reason) is str)
+        ):
+            return compact_json(list(messages))
+        tail = ',"finish_reason":%s}' % _JSON_STRING(reason) if "finish_reason" in message else "}"
+        out.append('{"role":%s,"parts":[{"type":"text","content":%s}]%s' % (_JSON_STRING(role), _JSON_STRING(part["content"]), tail))
+    return "[" + ",".join(out) + "]"
+
+
 def json_list_within(items: Sequence[Any], limit: int | None) -> str | None:
     """A JSON array of as many leading ``items`` as fit in ``limit`` characters (None: all)."""
     text = compact_json(list(items))
@@ -155,7 +181,10 @@ class Attributes:
 
     def set_many(self, values: Mapping[str, Any]) -> None:
         if self.recording:
-            self._pending.update({k: v for k, v in values.items() if v is not None})
+            pending = self._pending
+            for key, value in values.items():
+                if value is not None:
+                    pending[key] = value
 
     def essential(self, key: str, value: Any) -> None:
         """A key that must survive attribute limits (written last)."""
@@ -165,7 +194,10 @@ class Attributes:
     def essential_many(self, values: Mapping[str, Any]) -> None:
         """``essential`` for each key of ``values`` (None values left out), in one call."""
         if self.recording:
-            self._essential.update({k: v for k, v in values.items() if v is not None})
+            essential = self._essential
+            for key, value in values.items():
+                if value is not None:
+                    essential[key] = value
 
     def content(self, key: str, text: str | None, max_chars: int) -> bool:
         """A content-bearing attribute: passes the content policy, then is trimmed. True if set."""
@@ -257,8 +289,11 @@ def gate_messages(messages: Any, policy: ContentPolicy) -> list[tuple[str, str |
 
 def all_passed(gated: list[tuple[str, str | None]] | None) -> list[tuple[str, str]] | None:
     """The gated messages if every one passed the policy (a whole prompt or none of it), else None."""
-    if gated is None or any(text is None for _, text in gated):
+    if gated is None:
         return None
+    for _, text in gated:
+        if text is None:
+            return None
     return gated  # type: ignore[return-value]
 
 
