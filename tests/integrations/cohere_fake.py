@@ -1,6 +1,7 @@
 """Offline Cohere for the tests: the real ``cohere.ClientV2`` / ``AsyncClientV2`` over an
 ``httpx.MockTransport`` that answers ``/v2/chat``, ``/v2/rerank`` and ``/v2/embed`` in the v2 API's
-JSON (a ``stream: true`` chat as server-sent events, as the SDK reads them). Each request is kept,
+JSON (a ``stream: true`` chat as server-sent events, as the SDK reads them), and ``/v1/chat`` for
+``cohere.Client`` / ``AsyncClient`` (a stream as one JSON event a line, the v1 SDK's default). Each request is kept,
 so a test can check what the SDK sent."""
 
 from __future__ import annotations
@@ -60,14 +61,22 @@ class FakeCohere:
         body = json.loads(request.content or b"{}")
         self.requests.append(body)
         path = request.url.path
+        if path == "/v1/chat" and body.get("stream"):  # v1: one JSON event a line
+            return httpx.Response(200, content="".join(json.dumps(e) + "\n" for e in self.events or ()).encode())
         if path.endswith("/chat") and body.get("stream"):
             text = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in self.events or ())
             return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=text.encode())
-        found = {"/v2/chat": self.chat_body, "/v2/rerank": self.rerank_body, "/v2/embed": self.embed_body}.get(path)
+        found = {"/v1/chat": self.chat_body, "/v2/chat": self.chat_body, "/v2/rerank": self.rerank_body, "/v2/embed": self.embed_body}.get(path)
         return httpx.Response(200, json=found) if found is not None else httpx.Response(404, json={"message": "not found"})
 
     def client(self) -> cohere.ClientV2:
         return cohere.ClientV2(api_key="test-key", httpx_client=httpx.Client(transport=httpx.MockTransport(self.handler)))
+
+    def v1_client(self) -> cohere.Client:
+        return cohere.Client(api_key="test-key", httpx_client=httpx.Client(transport=httpx.MockTransport(self.handler)))
+
+    def v1_async_client(self) -> cohere.AsyncClient:
+        return cohere.AsyncClient(api_key="test-key", httpx_client=httpx.AsyncClient(transport=httpx.MockTransport(self.handler)))
 
     def async_client(self) -> cohere.AsyncClientV2:
         return cohere.AsyncClientV2(api_key="test-key", httpx_client=httpx.AsyncClient(transport=httpx.MockTransport(self.handler)))

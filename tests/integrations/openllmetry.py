@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
 
+from opentelemetry import context
+
 import ragtrace
 
 ORDERS = ["openllmetry-first", "ragtrace-first"]
@@ -72,7 +74,14 @@ def strip_wrappers(modules: str | tuple[str, ...], wrappers: str) -> None:
 def both_on(spans, order: str, library: str, theirs, leftovers: Callable[[], None], **options: object) -> Iterator[object]:
     """The other instrumentor ``theirs`` (OpenLLMetry's here; ``options`` go to its ``instrument()``)
     and ``ragtrace.instrument(library)`` in ``order`` ("ragtrace-first" or theirs first); both off
-    afterwards, and what OpenLLMetry's ``uninstrument()`` leaves behind taken away."""
+    afterwards, and what OpenLLMetry's ``uninstrument()`` leaves behind taken away.
+
+    The OpenTelemetry context of before is put back too: LlamaIndex's dispatcher ends its span
+    handlers' spans in the order it started them, so two handlers that each attach a context
+    (OpenLLMetry's and ragtrace's) don't nest, and the last detach puts back the first one's
+    context: ragtrace's ended pipeline stage, with its released span (``_CurrentSpan``), stays
+    current in the thread after the query."""
+    token = context.attach(context.get_current())
     try:
         if order != "ragtrace-first":
             theirs.instrument(tracer_provider=spans.provider, **options)
@@ -84,6 +93,7 @@ def both_on(spans, order: str, library: str, theirs, leftovers: Callable[[], Non
         ragtrace.uninstrument(library)
         theirs.uninstrument()
         leftovers()
+        context.detach(token)
 
 
 def openai_both_on(spans, order: str):
@@ -92,14 +102,21 @@ def openai_both_on(spans, order: str):
     return both_on(spans, order, "openai", OpenLLMetryOpenAI(), partial(strip_wrappers, "openai.resources", OPENLLMETRY_OPENAI))
 
 
+# OpenLLMetry 0.62.4's LangChain ``uninstrument()`` leaves on: the callback manager's __init__
+# (which adds its handler to every callback manager), ChatOpenAI's and OpenAI's calls, LangGraph's
+# Pregel.stream/astream and Command.__init__, and the agent middleware hooks (it hands each to
+# ``unwrap`` as "Class.method", which it never finds). Left on, they parent later tests' spans under
+# spans of a provider shut down: test_langchain_agents failed after this file.
+langchain_leftovers_off = partial(strip_wrappers, ("langchain_core.callbacks", "langchain_openai", "langgraph", "langchain.agents"), OPENLLMETRY_LANGCHAIN)
+
+
 def langchain_both_on(spans, order: str):
     from opentelemetry.instrumentation.langchain import LangchainInstrumentor as OpenLLMetryLangChain
 
-    leftovers = partial(strip_wrappers, ("langchain_core.callbacks", "langchain_openai"), OPENLLMETRY_LANGCHAIN)
-    return both_on(spans, order, "langchain", OpenLLMetryLangChain(), leftovers)
+    return both_on(spans, order, "langchain", OpenLLMetryLangChain(), langchain_leftovers_off)
 
 
-def _openllmetry_handlers_off() -> None:
+def llama_index_handlers_off() -> None:
     """OpenLLMetry 0.62.4's LlamaIndex ``uninstrument()`` does nothing (its core instrumentor's
     ``_uninstrument`` is empty): take its handlers off the dispatcher for the tests after this one."""
     from llama_index.core.instrumentation import get_dispatcher
@@ -112,4 +129,4 @@ def _openllmetry_handlers_off() -> None:
 def llama_index_both_on(spans, order: str):
     from opentelemetry.instrumentation.llamaindex import LlamaIndexInstrumentor as OpenLLMetryLlamaIndex
 
-    return both_on(spans, order, "llama_index", OpenLLMetryLlamaIndex(), _openllmetry_handlers_off)
+    return both_on(spans, order, "llama_index", OpenLLMetryLlamaIndex(), llama_index_handlers_off)

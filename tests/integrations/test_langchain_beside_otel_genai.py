@@ -33,17 +33,6 @@ from integrations.test_langchain_beside_openllmetry import called, check_langcha
 THEIRS = "opentelemetry.instrumentation.genai.langchain"
 
 
-@pytest.fixture(autouse=True)
-def _own_context():
-    """Each test here starts from an empty OpenTelemetry context and puts back the one it found.
-    OpenLLMetry 0.62.4's LangChain handler stays on after its tests (its ``uninstrument()`` leaves
-    it); with it and theirs both on, their attaches and detaches don't nest (one attaches in a
-    callback, the other after the callback manager returns), which leaves a span current."""
-    from opentelemetry import context
-
-    token = context.attach(context.Context())
-    yield
-    context.detach(token)
 ORDERS = ["theirs-first", "ragtrace-first"]
 KINDS = ["lcel", "retrieval_chain", "chat_openai"]
 HOWS = ("invoke", "stream", "ainvoke", "astream")

@@ -97,16 +97,17 @@ def record_context(sources: Sequence[Source], provider: trace.TracerProvider | N
     return stage
 
 
-def record_sources(request: Request, root: Any, provider: trace.TracerProvider | None) -> Request:
+def record_sources(request: Request, root: Any, provider: trace.TracerProvider | None, *, context: bool = True) -> Request:
     """A request that hands the model its sources (Anthropic's and Bedrock Converse's blocks,
     Cohere's documents): the retrieve span of the sources the app's recorded retrievals don't
-    already hold, and the assemble span of all of them; the request under the ids they are
-    recorded with."""
+    already hold, and the assemble span of all of them (not with ``context=False``: the API
+    may have shown the model fewer or others); the request under the ids they are recorded with."""
     sources, known = with_app_ids(request.sources, root)
     new = [source for source, seen in zip(sources, known) if not seen]
     if new:
         record_retrieval(new, None, query=request.query, data_source=None, provider=provider, root=root)
-    record_context(sources, provider, root)
+    if context:
+        record_context(sources, provider, root)
     return Request(tuple(sources), request.kinds, request.query)
 
 

@@ -14,6 +14,8 @@ chat with the app's documents, rerank and embed, as the same stage handles as an
   relevance_score}`` as the new order (a document whose text the pipeline retrieved keeps that
   chunk's id); ``meta.billed_units.search_units`` as ``rag.rerank.search_units``.
 - ``embed`` is an embed span (dimensions, billed input tokens).
+- v1 ``Client.chat`` / ``chat_stream`` (and ``AsyncClient``'s) with ``documents`` is the same RAG
+  call, read from v1's shapes (``_cohere_chat``, which holds what both chat APIs share).
 Outside a ``rag_pipeline`` a chat with documents is one pipeline (the automatic root); inside
 one, its stages are the pipeline's.
 
@@ -22,40 +24,49 @@ or data without an id) gets the keyed digest of its text, ragtrace's id for an i
 text is its string, or its data's ``key: value`` lines (what the model reads of it): content,
 recorded only under the content policy, as any chunk's.
 
-Cohere has no callback system, so ``V2Client`` / ``AsyncV2Client`` methods are wrapped with
-wrapt at class level (clients made before ``instrument()`` are covered). A stream reaches the app
+Cohere has no callback system, so ``V2Client`` / ``AsyncV2Client`` methods (and v1's
+``BaseCohere`` / ``AsyncBaseCohere`` chat methods) are wrapped with wrapt at class level. The SDK
+binds ``chat`` on a ``Client`` / ``ClientV2`` when it is made: one made before ``instrument()``
+is not covered for ``chat``. A stream reaches the app
 behind the transparent recording proxy every traced stream gets (``passthrough``).
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Mapping
 from typing import Any
 
 import wrapt
 from opentelemetry import trace
 
 from .. import names
-from ..stages.generation import Generate
 from ..core.guard import guard
 from ..core.keyed import content_digest
 from ..core.outputs import get
-from ..stages.passthrough import record_as_consumed
 from ..core.provided import Source
+from ..stages.generation import Generate
 from ..stages.retrieval import Embed, Rerank
-from . import _provider
 from ._anthropic_blocks import DOCUMENT, Request
-from ._common import add_usage, call_wrappers, inside_generation, started, unwrap
+from ._cohere_chat import (
+    PROVIDER,
+    cite,
+    document_text,
+    open_v1,
+    opened,
+    record_usage,
+    streamed,
+    v1_chatted,
+    v1_stream_done,
+)
+from ._common import call_wrappers, inside_generation, started, unwrap
 from .base import RagtraceInstrumentor
 
 _MODULE = "cohere.v2.client"
 _CLASSES = ("V2Client", "AsyncV2Client")
-_PROVIDER = "cohere"  # gen_ai.provider.name
-ROOT_NAME = "cohere"  # the automatic root's name (gen_ai.workflow.name)
 _LABEL = "cohere instrumentation"
-_ANSWER_CITATIONS = frozenset({None, "TEXT_CONTENT"})
+_V1_MODULE = "cohere.base_client"
+_V1_CLASSES = ("BaseCohere", "AsyncBaseCohere")
 
 
 class CohereInstrumentor(RagtraceInstrumentor):
@@ -65,8 +76,8 @@ class CohereInstrumentor(RagtraceInstrumentor):
 
     def _instrument(self, **kwargs: Any) -> None:
         provider = self.tracer_provider(kwargs)
-        chat, achat = call_wrappers(lambda args, kwargs: _open_chat(kwargs, provider), _chatted, _LABEL)
-        stream, _ = call_wrappers(lambda args, kwargs: _open_chat(kwargs, provider), _streamed, _LABEL)
+        chat, achat = call_wrappers(lambda args, kwargs: _open_chat(kwargs, provider) if _on() else None, _chatted, _LABEL)
+        stream, _ = call_wrappers(lambda args, kwargs: _open_chat(kwargs, provider) if _on() else None, lambda stage, kwargs, found: streamed(stage, found, _stream_done), _LABEL)
         rerank, arerank = call_wrappers(lambda args, kwargs: _open_rerank(kwargs, provider), _reranked, _LABEL)
         embed, aembed = call_wrappers(lambda args, kwargs: _open_embed(kwargs, provider), _embedded, _LABEL)
         for cls, (chat_, rerank_, embed_) in zip(_CLASSES, ((chat, rerank, embed), (achat, arerank, aembed))):
@@ -74,12 +85,27 @@ class CohereInstrumentor(RagtraceInstrumentor):
             wrapt.wrap_function_wrapper(_MODULE, f"{cls}.chat_stream", stream)  # both return their stream at once
             wrapt.wrap_function_wrapper(_MODULE, f"{cls}.rerank", rerank_)
             wrapt.wrap_function_wrapper(_MODULE, f"{cls}.embed", embed_)
+        v1, av1 = call_wrappers(lambda args, kwargs: open_v1(kwargs, provider) if _on() else None, v1_chatted, _LABEL)
+        v1_stream, _ = call_wrappers(lambda args, kwargs: open_v1(kwargs, provider) if _on() else None, lambda stage, kwargs, found: streamed(stage, found, v1_stream_done), _LABEL)
+        for cls, chat_ in zip(_V1_CLASSES, (v1, av1)):
+            wrapt.wrap_function_wrapper(_V1_MODULE, f"{cls}.chat", chat_)
+            wrapt.wrap_function_wrapper(_V1_MODULE, f"{cls}.chat_stream", v1_stream)
 
     def _uninstrument(self, **kwargs: Any) -> None:
         module = importlib.import_module(_MODULE)
         for name in _CLASSES:
             for method in ("chat", "chat_stream", "rerank", "embed"):
                 unwrap(getattr(module, name), method)
+        module = importlib.import_module(_V1_MODULE)
+        for name in _V1_CLASSES:
+            for method in ("chat", "chat_stream"):
+                unwrap(getattr(module, name), method)
+
+
+def _on() -> bool:
+    """Still instrumented? The SDK binds ``chat`` on a client when it is made (``validate_args``),
+    so a client made while instrumented keeps ragtrace's wrapper after ``uninstrument()``."""
+    return bool(CohereInstrumentor().is_instrumented_by_opentelemetry)
 
 
 # --- chat ---------------------------------------------------------------------------------------
@@ -88,22 +114,8 @@ def _open_chat(kwargs: Mapping[str, Any], provider: trace.TracerProvider | None)
         return None
     messages = kwargs.get("messages")
     request, given = _read(kwargs.get("documents"), messages)
-    root = None
-    if request.sources:
-        root = _provider.root_for(ROOT_NAME, request.query, provider)
-        request = _provider.record_sources(request, root, provider)
-    model = kwargs.get("model")
-    stage = Generate(
-        model if isinstance(model, str) else None,
-        _PROVIDER,
-        prompt=list(messages) if isinstance(messages, (list, tuple)) else None,
-        temperature=kwargs.get("temperature"),
-        max_tokens=kwargs.get("max_tokens"),
-        tracer_provider=provider,
-    )
-    stage.auto_root = root
-    stage.provider_request = (request, given) if request.sources else None  # type: ignore[attr-defined]
-    return started(stage)
+    keys = [content_digest(source.text or "") for source in request.sources]
+    return opened(kwargs, provider, (request, given, keys), list(messages) if isinstance(messages, (list, tuple)) else None)
 
 
 def _read(documents: Any, messages: Any) -> tuple[Request, list[str | None]]:
@@ -119,28 +131,19 @@ def _read(documents: Any, messages: Any) -> tuple[Request, list[str | None]]:
     given: list[str | None] = []
     for document in documents if isinstance(documents, (list, tuple)) else ():
         found = get(document, "id") if not isinstance(document, str) else None
-        text = _text(document if isinstance(document, str) else get(document, "data"))
+        text = document_text(document if isinstance(document, str) else get(document, "data"))
         sources.append(Source(found if isinstance(found, str) and found else content_digest(text), text))
         given.append(found if isinstance(found, str) and found else None)
     return Request(tuple(sources), (DOCUMENT,) * len(sources), query if isinstance(query, str) else None), given
-
-
-def _text(data: Any) -> str:
-    """A document's text: the string, or its data's ``key: value`` lines (an ``id`` key aside)."""
-    if isinstance(data, str):
-        return data
-    if isinstance(data, Mapping):
-        return "\n".join(f"{key}: {value}" for key, value in data.items() if key != "id")
-    return ""
 
 
 def _chatted(stage: Generate, kwargs: Mapping[str, Any], response: Any) -> Any:
     stage.detach()
     message = get(response, "message")
     text, offsets = _answer(get(message, "content"))
-    _cite(stage, text, offsets, get(message, "citations") or ())
+    cite(stage, text, offsets, get(message, "citations") or ())
     stage.record(text if message is not None else response)
-    _usage(stage, response)
+    record_usage(stage, get(response, "usage"), get(response, "finish_reason"))
     stage.close()
     return response
 
@@ -159,84 +162,6 @@ def _answer(content: Any) -> tuple[str, dict[Any, int]]:
     return "".join(pieces), offsets
 
 
-def _cite(stage: Generate, answer: str, offsets: Mapping[Any, int], citations: Sequence[Any]) -> None:
-    """The answer's citations, resolved to the request's documents, and where the answer cites them."""
-    found = getattr(stage, "provider_request", None)
-    if found is None:
-        return
-    request, given = found
-    by_id = {chunk_id: index for index, chunk_id in enumerate(given) if chunk_id is not None}
-    by_text = {content_digest(source.text or ""): index for index, source in enumerate(request.sources)}
-    refs: list[tuple[str, Any]] = []
-    unknown: list[str] = []
-    segments: list[tuple[int, int, str]] = []
-    for citation in citations:
-        if get(citation, "type") not in _ANSWER_CITATIONS:
-            continue
-        place = _place(answer, offsets, citation)
-        for source in get(citation, "sources") or ():
-            if get(source, "type") != "document":
-                continue
-            cited = get(source, "id")
-            index = by_id.get(cited)
-            if index is None:
-                index = _by_document(by_text, get(source, "document"))
-            if index is None:
-                unknown.append(f"document_id={cited}")
-                continue
-            refs.append((DOCUMENT, index))
-            if place is not None:
-                segments.append((*place, request.sources[index].chunk_id))
-    provided = _provider.provided_by_index(request, refs)
-    stage.provided = replace(provided, invalid=tuple(dict.fromkeys((*provided.invalid, *unknown))), segments=tuple(segments))
-
-
-def _by_document(by_text: Mapping[str, int], document: Any) -> int | None:
-    """The request's document a source carries back: the same data (an ``id`` the API added
-    aside), or, for a string document, which comes back as its one text field, that text."""
-    found = by_text.get(content_digest(_text(document)))
-    if found is None and isinstance(document, Mapping):
-        values = [v for k, v in document.items() if k != "id"]
-        if len(values) == 1 and isinstance(values[0], str):
-            found = by_text.get(content_digest(values[0]))
-    return found
-
-
-def _place(answer: str, offsets: Mapping[Any, int], citation: Any) -> tuple[int, int] | None:
-    """(start, end) of a citation in the answer: its content item's offset plus its own, checked
-    against the text it quotes (a citation that does not match is not placed)."""
-    start, end, text = get(citation, "start"), get(citation, "end"), get(citation, "text")
-    index = get(citation, "content_index")
-    base = offsets.get(index if isinstance(index, int) else 0)
-    if base is None or not (isinstance(start, int) and isinstance(end, int)):
-        return None
-    start, end = base + start, base + end
-    return (start, end) if not isinstance(text, str) or answer[start:end] == text else None
-
-
-def _usage(stage: Generate, found: Any) -> None:
-    """Billed tokens (the tokens the model read and wrote, when no billed figure is given) and
-    the finish reason of a response or a stream's ``message-end`` delta."""
-    usage = get(found, "usage")
-    billed, tokens = get(usage, "billed_units"), get(usage, "tokens")
-    reason = get(found, "finish_reason")
-
-    def count(key: str) -> int | None:
-        value = get(tokens, key) if get(tokens, key) is not None else get(billed, key)
-        return int(value) if isinstance(value, (int, float)) else None
-
-    add_usage(stage, input_tokens=count("input_tokens"), output_tokens=count("output_tokens"), finish_reasons=[reason] if isinstance(reason, str) else None)
-
-
-def _streamed(stage: Generate, kwargs: Mapping[str, Any], stream: Any) -> Any:
-    stage.detach()
-    proxy = record_as_consumed(stream, stage, lambda events, error: _stream_done(stage, events, error))
-    if proxy is None:
-        stage.close()
-        return stream
-    return proxy
-
-
 def _stream_done(stage: Generate, events: list[Any] | None, error: BaseException | None) -> None:
     """The answer and citations of the events the app read: ``content-delta`` text per content
     index, ``citation-start`` citations, ``message-end`` usage."""
@@ -253,13 +178,13 @@ def _stream_done(stage: Generate, events: list[Any] | None, error: BaseException
                 elif kind == "citation-start":
                     citations.append(get(delta, "citations"))
                 elif kind == "message-end":
-                    _usage(stage, get(event, "delta"))
+                    record_usage(stage, get(get(event, "delta"), "usage"), get(get(event, "delta"), "finish_reason"))
             pieces = [piece for index in texts for piece in texts[index]]
             offsets, length = {}, 0
             for index, found in texts.items():
                 offsets[index] = length
                 length += sum(map(len, found))
-            _cite(stage, "".join(pieces), offsets, [c for c in citations if c is not None])
+            cite(stage, "".join(pieces), offsets, [c for c in citations if c is not None])
             stage.stream_done(pieces)
             stage.check_stream_end(events)
         stage.close(error)
@@ -271,7 +196,7 @@ def _open_rerank(kwargs: Mapping[str, Any], provider: trace.TracerProvider | Non
     return started(
         Rerank(
             model if isinstance(model, str) else None,
-            provider=_PROVIDER,
+            provider=PROVIDER,
             top_n=top_n if isinstance(top_n, int) else None,
             query=query if isinstance(query, str) else None,
             tracer_provider=provider,
@@ -284,7 +209,7 @@ def _reranked(stage: Rerank, kwargs: Mapping[str, Any], response: Any) -> Any:
     the results in their new order."""
     stage.detach()
     documents = kwargs.get("documents")
-    texts = [_text(d if isinstance(d, str) else get(d, "data") or d) for d in documents] if isinstance(documents, (list, tuple)) else []
+    texts = [document_text(d if isinstance(d, str) else get(d, "data") or d) for d in documents] if isinstance(documents, (list, tuple)) else []
     results = get(response, "results")
     if isinstance(results, list):
         kept = [{"content": texts[i], "score": get(r, "relevance_score")} for r in results for i in [get(r, "index")] if isinstance(i, int) and 0 <= i < len(texts)]
@@ -298,7 +223,7 @@ def _reranked(stage: Rerank, kwargs: Mapping[str, Any], response: Any) -> Any:
 
 def _open_embed(kwargs: Mapping[str, Any], provider: trace.TracerProvider | None) -> Embed:
     model = kwargs.get("model")
-    return started(Embed(model if isinstance(model, str) else None, _PROVIDER, tracer_provider=provider))
+    return started(Embed(model if isinstance(model, str) else None, PROVIDER, tracer_provider=provider))
 
 
 def _embedded(stage: Embed, kwargs: Mapping[str, Any], response: Any) -> Any:
