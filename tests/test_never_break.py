@@ -80,7 +80,9 @@ def check_figures(metrics: dict[str, Any], status: str | None) -> None:
 
 
 # --- the application under test ----------------------------------------------------------------
-DOCS = [{"id": f"d{i}", "score": round(1 - i / 10, 2), "content": f"passage {i} about topic {i} and more"} for i in range(5)]
+# with metadata: a result normalize reads through to_chunk (a bare {id, score, content} is read
+# inline), so a fault in to_chunk reaches the instrumented app
+DOCS = [{"id": f"d{i}", "score": round(1 - i / 10, 2), "content": f"passage {i} about topic {i} and more", "metadata": {"topic": i}} for i in range(5)]
 
 
 @ragtrace.embedder(model="e5", provider="local")

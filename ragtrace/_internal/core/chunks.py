@@ -9,8 +9,10 @@ Items that can't be understood are counted, never raised on.
 from __future__ import annotations
 
 import math
+from math import isfinite
 from itertools import islice
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from operator import attrgetter, eq
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,7 +111,18 @@ def warn_if_digest_ids(pairs: Iterable[tuple[str, str | None]]) -> None:
     """Called where chunk ids are exported, with each one's (id, content hash): an id-less chunk's
     id is its keyed digest, which under the random key differs between processes (``keyed``)."""
     if warning_due() and any(chunk_id == digest for chunk_id, digest in pairs):
-        warn_if_random("ids of id-less chunks differ between processes")
+        warn_if_random(_DIGEST_IDS)
+
+
+def warn_if_digest_chunks(chunks: Sequence[Chunk]) -> None:
+    """``warn_if_digest_ids`` for chunks, compared without a Python call per chunk (the warning is
+    due until given: with no hash key set, every retrieval and rerank checks its chunks)."""
+    if warning_due() and any(map(eq, map(_ID, chunks), map(_HASH, chunks))):
+        warn_if_random(_DIGEST_IDS)
+
+
+_DIGEST_IDS = "ids of id-less chunks differ between processes"
+_ID, _HASH = attrgetter("id"), attrgetter("content_hash")
 
 
 def normalize(
@@ -120,12 +133,13 @@ def normalize(
     ``digests``: the pipeline's text -> content digest memo (``digest_of``)."""
     if items is None:
         return Normalized([])
-    if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
-        items = (items,)
+    listed = type(items) is list or type(items) is tuple
+    if not listed and (isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable)):
+        items, listed = (items,), True
     failures: list[BaseException] = []
     omitted = 0
     # lists and tuples can't raise midway: only other iterables pay for guarded iteration
-    if type(items) is list or type(items) is tuple:
+    if listed:
         if limit is not None and len(items) > limit:
             omitted, items = len(items) - limit, items[:limit]
         source: Iterable[Any] = items
@@ -136,7 +150,27 @@ def normalize(
     chunks: list[Chunk] = []
     unreadable = 0
     failed: list[str] = []
+    plain = accessors is NO_ACCESSORS
     for item in source:
+        # the common shape, {"id": str, "content": str(, "score": ...)}, read here without a call
+        # per item: the same chunk as to_chunk -> _plain_dict_chunk makes of it
+        if plain and type(item) is dict and (len(item) == 2 or (len(item) == 3 and "score" in item)):
+            chunk_id, text = item.get("id"), item.get("content")
+            if type(chunk_id) is str and chunk_id and type(text) is str:
+                score = item.get("score")
+                digest = digests.get(text) if digests is not None else None
+                chunks.append(
+                    Chunk(
+                        chunk_id,
+                        start_rank + len(chunks),
+                        score if type(score) is float and isfinite(score) else None if score is None else _finite(score),
+                        text,
+                        None,
+                        None,
+                        digest_of(text, digests) if digest is None else digest,
+                    )
+                )
+                continue
         before = len(failed)
         chunk = to_chunk(item, start_rank + len(chunks), accessors, failed, digests=digests)
         if chunk is None:

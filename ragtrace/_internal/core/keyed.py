@@ -119,7 +119,8 @@ def _hasher(purpose: bytes) -> hashlib._Hash:
 
 def content_digest(text: str) -> str:
     """The keyed digest of chunk text: the id of an id-less chunk and its duplicate key."""
-    hasher = _hasher(_CONTENT).copy()
+    hashers = _hashers  # made already, but for the first digest: no call to ``_hasher`` per chunk
+    hasher = (hashers[_CONTENT] if hashers is not None else _hasher(_CONTENT)).copy()
     hasher.update(text.encode("utf-8", "surrogatepass"))
     return hasher.hexdigest()
 

@@ -130,6 +130,11 @@ class ContentPolicy:
     def hashes(self) -> bool:
         return self.mode == "hash"
 
+    @property
+    def verbatim(self) -> bool:
+        """Every text passes as it is (full mode, no redactor): ``text`` returns its argument."""
+        return self.mode == "full" and self.redactor is None
+
     def text(self, value: str | None) -> str | None:
         """The value as it may be exported, or ``None`` when it must not leave the process."""
         if value is None or self.mode != "full":

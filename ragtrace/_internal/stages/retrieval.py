@@ -9,11 +9,11 @@ from opentelemetry.trace import SpanKind
 
 from .. import names
 from ..setup import otel_metrics
-from ..core.chunks import Accessors, Chunk, NO_ACCESSORS, Normalized, normalize, to_chunk, warn_if_digest_ids
+from ..core.chunks import Accessors, Chunk, NO_ACCESSORS, Normalized, normalize, to_chunk, warn_if_digest_chunks
 from ..core.guard import guard, warn_once
 from ..core.keyed import warn_if_random
 from .passthrough import Kept
-from .spans import finite_or_nan, id_score_json, trim_text
+from .spans import finite_or_nan, id_score_json
 from .stage import Stage, int_or_none
 
 
@@ -215,7 +215,7 @@ class Retrieve(_Results):
         if attrs is None or not attrs.recording:
             return
         ids = [c.id for c in chunks]
-        warn_if_digest_ids((c.id, c.content_hash) for c in chunks)
+        warn_if_digest_chunks(chunks)
         ranks = [c.rank for c in chunks]
         # the documents' ids and scores, once: gen_ai.retrieval.documents (every mode), from which
         # Phoenix also fills OpenInference's retrieval.documents.{i}.document.id/score
@@ -236,7 +236,7 @@ class Retrieve(_Results):
             }
         )
         tokens = [c.tokens for c in chunks]
-        if chunks and all(t is not None for t in tokens):
+        if chunks and None not in tokens:
             attrs.set(names.RAG_RETRIEVAL_CHUNK_TOKENS, tokens)
         if self.config.content.hashes:
             attrs.set(names.RAG_RETRIEVAL_CONTENT_HASHES, [c.content_hash or "" for c in chunks])
@@ -265,8 +265,10 @@ def _oi_documents(
     whose text this list carries.
     """
     assert stage.attrs is not None
-    allowed, limit = stage.config.content.text, stage.config.max_content_chars
-    captures = stage.config.content.captures
+    policy, limit = stage.config.content, stage.config.max_content_chars
+    # the policy is asked once per list, not once per text: redact and hash modes show the
+    # placeholder, and full mode with no redactor lets each text through as it is
+    captures, verbatim = policy.captures, policy.verbatim
     values: dict[str, Any] = {}
     carried: dict[str, str | None] = {}
     for index, chunk in enumerate(chunks[: stage.config.max_documents]):
@@ -274,15 +276,16 @@ def _oi_documents(
         if not ids_derived:
             values[id_key] = chunk.id
             values[score_key] = chunk.score
-        if chunk.content is None or (shown is not None and chunk.id in shown and shown[chunk.id] == chunk.content_hash):
+        text = chunk.content
+        if text is None or (shown is not None and chunk.id in shown and shown[chunk.id] == chunk.content_hash):
             continue
-        content = allowed(chunk.content)
-        if content is not None:
-            values[content_key] = trim_text(content, limit)
-        elif not captures:
+        if not captures:
             values[content_key] = names.REDACTED
         else:
-            continue
+            content = text if verbatim else policy.text(text)
+            if content is None:
+                continue
+            values[content_key] = content if len(content) <= limit else content[:limit]  # ``trim_text``
         carried[chunk.id] = chunk.content_hash
     stage.attrs.set_many(values)
     return carried
@@ -338,13 +341,13 @@ class Rerank(_Results):
             else:
                 inputs = []
             if state is not None:
-                kept.chunks[:] = [state.canonical(c) for c in kept.chunks]
+                kept.chunks[:] = state.canonical_all(kept.chunks)
                 if candidates is not None:  # the last retrieval's chunks are canonical already (add_retrieval)
-                    inputs = [state.canonical(c) for c in inputs]
+                    inputs = state.canonical_all(inputs)
                 kept_ids = {c.id for c in kept.chunks}
                 state.reranked = True
                 if not kept.omitted:  # else a candidate missing from the kept outputs may be among the omitted ones
-                    state.reranked_out.update(c.id for c in inputs if c.id not in kept_ids)
+                    state.reranked_out.update({c.id for c in inputs}.difference(kept_ids))
                 state.reranked_out.difference_update(kept_ids)
             self.chunks = kept.chunks
             self._attributes(inputs, kept.chunks, kept.unreadable, (inputs_omitted, kept.omitted))
@@ -357,7 +360,7 @@ class Rerank(_Results):
         # the input ids and output scores once: in OpenInference's reranker documents when those
         # hold them all, else here (rag.rerank.output_ids stays: the Phoenix annotations read it)
         in_documents = self.config.openinference and max(len(inputs), len(outputs)) <= self.config.max_documents
-        warn_if_digest_ids((c.id, c.content_hash) for c in (*inputs, *outputs))
+        warn_if_digest_chunks([*inputs, *outputs])
         attrs.set_many(
             {
                 names.RAG_RERANK_INPUT_COUNT: len(inputs) + omitted[0],

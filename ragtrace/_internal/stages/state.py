@@ -111,13 +111,16 @@ class PipelineState:
         """Record a retrieval's chunks (text dropped) and return them with canonical ids;
         ``omitted`` more were retrieved than ``chunks`` holds (beyond ``max_retrieved``)."""
         kept = []
+        ids_by_hash = self._ids_by_hash
         for chunk in chunks:
-            if chunk.id.startswith(STAND_IN):  # unique per retrieval: two unreadable items are two
-                chunk = replace(chunk, id=f"{STAND_IN}{len(self.retrievals) + 1}.{chunk.rank}")
-            chunk = self.canonical(chunk)
-            if chunk.content_hash and chunk.content_hash not in self._ids_by_hash:
-                self._ids_by_hash[chunk.content_hash] = chunk.id
-            kept.append(Chunk(chunk.id, chunk.rank, chunk.score, None, None, chunk.tokens, chunk.content_hash, chunk.file_id))
+            chunk_id, digest = chunk.id, chunk.content_hash
+            if chunk_id.startswith(STAND_IN):  # unique per retrieval: two unreadable items are two
+                chunk_id = f"{STAND_IN}{len(self.retrievals) + 1}.{chunk.rank}"
+            elif digest and chunk_id == digest:  # ``canonical``, inline: one call per retrieval, not per chunk
+                chunk_id = ids_by_hash.get(digest, chunk_id)
+            if digest and digest not in ids_by_hash:
+                ids_by_hash[digest] = chunk_id
+            kept.append(Chunk(chunk_id, chunk.rank, chunk.score, None, None, chunk.tokens, digest, chunk.file_id))
         self.retrievals.append(kept)
         self.unreadable += unreadable
         self.omitted += omitted
@@ -130,6 +133,10 @@ class PipelineState:
             if known is not None and known != chunk.id:
                 return replace(chunk, id=known)
         return chunk
+
+    def canonical_all(self, chunks: list[Chunk]) -> list[Chunk]:
+        """``canonical`` of each chunk; only those whose id is their digest are looked up."""
+        return [self.canonical(c) if c.id == c.content_hash else c for c in chunks]
 
     def retrieved_ids(self) -> set[str]:
         return {chunk.id for retrieval in self.retrievals for chunk in retrieval}
